@@ -1,0 +1,111 @@
+/**
+ * The gateway configuration schema: one Zod schema, strict at every level.
+ *
+ * Unknown keys are rejected everywhere (fail-closed, S1 §1.2), secrets are
+ * refused before the schema runs (see `secrets-guard.ts`), and cross-field
+ * rules (default models exist and are enabled) are checked here so that a
+ * config that parses is a config the gateway can run. docs/configuration.md
+ * documents every key; keep the two in step.
+ */
+import { z } from "zod";
+
+/** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
+export const ProviderId = z
+  .string()
+  .regex(/^[a-z][a-z0-9_]{0,31}$/, "provider ids are lower-case letters, digits and _ (at most 32), starting with a letter");
+
+/** Model ids as the config names them (they may contain `:` and `/`, e.g. `llama3:8b`). */
+export const ModelId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, "model ids are 1-128 characters of letters, digits and . _ : / -");
+
+/** Agent ids appear inside session keys, so they exclude `:`. */
+export const AgentId = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "agent ids are lower-case letters, digits, _ and - (at most 64)");
+
+/** `provider:model` or `{ provider, model }` (S1 §1.4). */
+export const ModelRefInput = z.union([z.string().min(3), z.strictObject({ provider: z.string().min(1), model: z.string().min(1) })]);
+export type ModelRefInput = z.infer<typeof ModelRefInput>;
+
+export const StartupValidationMode = z.enum(["strict", "warn", "off"]);
+export type StartupValidationMode = z.infer<typeof StartupValidationMode>;
+
+export const ModelConfig = z
+  .strictObject({
+    contextWindow: z.int().positive().max(10_000_000),
+    maxOutputTokens: z.int().positive().max(1_000_000),
+    supportsTools: z.boolean(),
+    supportsStreaming: z.boolean(),
+    enabled: z.boolean().default(true),
+    /** The id sent to the provider's API when it differs from the config's model id. */
+    apiModelId: z.string().min(1).max(256).optional(),
+  })
+  .refine((m) => m.maxOutputTokens < m.contextWindow, {
+    message: "maxOutputTokens must be smaller than contextWindow",
+    path: ["maxOutputTokens"],
+  });
+export type ModelConfig = z.infer<typeof ModelConfig>;
+
+export const ProviderConfig = z
+  .strictObject({
+    kind: z.literal("openai_compatible").default("openai_compatible"),
+    enabled: z.boolean().default(true),
+    baseUrl: z.url({ protocol: /^https?$/ }),
+    startupValidation: StartupValidationMode.default("warn"),
+    /** A model server on the operator's own machine or network: no API key needed, context clamp applies. */
+    local: z.boolean().default(false),
+    models: z.record(ModelId, ModelConfig).refine((m) => Object.keys(m).length > 0, "a provider needs at least one model"),
+    defaults: z.strictObject({ model: ModelId }).optional(),
+  })
+  .superRefine((p, ctx) => {
+    if (!p.local && !p.baseUrl.startsWith("https://")) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["baseUrl"],
+        message: "remote providers must use https (set local: true for a model server you run yourself)",
+      });
+    }
+    if (p.defaults && !(p.defaults.model in p.models)) {
+      ctx.addIssue({ code: "custom", path: ["defaults", "model"], message: `"${p.defaults.model}" is not one of this provider's models` });
+    }
+  });
+export type ProviderConfig = z.infer<typeof ProviderConfig>;
+
+export const AgentConfig = z.strictObject({
+  /** The agent's model; the gateway-wide `models.default` when absent. */
+  model: ModelRefInput.optional(),
+  description: z.string().max(280).optional(),
+});
+export type AgentConfig = z.infer<typeof AgentConfig>;
+
+export const HttpConfig = z.strictObject({
+  /** Largest request body accepted, in bytes; larger bodies get 413 without being read whole. */
+  maxBodyBytes: z
+    .int()
+    .min(1024)
+    .max(100 * 1024 * 1024)
+    .default(1024 * 1024),
+});
+
+export const LoggingConfig = z.strictObject({
+  level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+});
+
+export const GatewayConfig = z.strictObject({
+  http: HttpConfig.default({ maxBodyBytes: 1024 * 1024 }),
+  models: z.strictObject({
+    /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
+    default: ModelRefInput.optional(),
+    providers: z.record(ProviderId, ProviderConfig),
+  }),
+  agents: z.record(AgentId, AgentConfig).default({}),
+  /** Channel adapters (Telegram, Slack, Standard Webhooks); filled by the channels work. */
+  channels: z.strictObject({}).default({}),
+  /** Tool policy (allowlists, approvals); filled by the tools work. */
+  tools: z.strictObject({ policy: z.strictObject({}).default({}) }).default({ policy: {} }),
+  logging: LoggingConfig.default({ level: "info" }),
+  /** Scheduler settings; filled by the scheduler work. */
+  scheduler: z.strictObject({}).default({}),
+});
+export type GatewayConfig = z.infer<typeof GatewayConfig>;
+/** The config as written in the file, before defaults are applied. */
+export type GatewayConfigInput = z.input<typeof GatewayConfig>;

@@ -1,0 +1,19 @@
+// Secrets the Worker reads. `wrangler types` generates the bindings and vars in
+// worker-configuration.d.ts; secrets are declared here, each optional, because
+// any of them may be missing and the code must fail closed when it is.
+// Every name is documented in .dev.vars.example and docs/configuration.md.
+
+interface GatewaySecrets {
+  /** Bearer token for the admin scope (/api/admin/*). */
+  GATEWAY_ADMIN_TOKEN?: string;
+  /** Comma-separated `callerId:token` pairs for the api scope (/v1/*). */
+  GATEWAY_API_TOKENS?: string;
+  /** API key of the `moonshot` provider; other providers use `<PROVIDERID>_API_KEY`. */
+  MOONSHOT_API_KEY?: string;
+}
+
+// The global `Env` (handlers, the Durable Object) and `Cloudflare.Env` (`env` from cloudflare:workers).
+interface Env extends GatewaySecrets {}
+declare namespace Cloudflare {
+  interface Env extends GatewaySecrets {}
+}

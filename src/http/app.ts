@@ -1,0 +1,116 @@
+/**
+ * The Hono app: request id → config/logger → body limit → routes, with one
+ * error funnel that turns every failure into the S3 envelope
+ * `{"error":{"code","message"}}` — never a stack trace, never internal detail.
+ */
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { requestId } from "hono/request-id";
+import { bundledConfig } from "../config/load";
+import type { GatewayConfig } from "../config/schema";
+import { createLogger, type Logger } from "../observability/logger";
+import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
+import { redactText } from "../security/redact";
+import { GatewayError } from "./errors";
+import { healthRoutes } from "./health";
+import { type AppEnv, createRouter } from "./router";
+import "./context";
+
+/** Max length of a caller-supplied X-Request-Id; longer or odd ones are replaced. */
+const MAX_REQUEST_ID = 128;
+
+/** Maps anything thrown to a GatewayError; unknown errors become a bare 500. */
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof HTTPException) {
+    switch (err.status) {
+      case 400:
+        return new GatewayError("invalid.request", err.message || "malformed request");
+      case 401:
+        return new GatewayError("auth.unauthorized", "unauthorized");
+      case 413:
+        return new GatewayError("payload.too_large", "request body too large");
+      default:
+        break;
+    }
+  }
+  return new GatewayError("internal.error", "internal error", { internal: err instanceof Error ? err.message : String(err) });
+}
+
+/** Logs the error (redacted) and answers with its envelope. */
+function respondWithError(c: Context<AppEnv>, err: unknown): Response {
+  const ge = toGatewayError(err);
+  const logger = c.get("logger") ?? createLogger();
+  const fields = { request_id: c.get("requestId") ?? "", code: ge.code, status: ge.status };
+  if (ge.status >= 500) {
+    const name = err instanceof Error ? err.name : typeof err;
+    const message = ge.internal ?? ge.message;
+    logger.log("error", "http.error", { ...fields, error_name: name, error_message: redactText(message, secretValues(c.env)) });
+  } else {
+    logger.log("info", "http.error", fields);
+  }
+  for (const [name, value] of Object.entries(ge.headers)) c.header(name, value);
+  if (ge.retryAfterSeconds !== undefined) c.header("Retry-After", String(ge.retryAfterSeconds));
+  return c.json(ge.toEnvelope(), ge.status);
+}
+
+/** Every string secret in the env, so that redaction can remove literal values too. */
+function secretValues(env: Env | undefined): string[] {
+  if (!env) return [];
+  return Object.values(env as unknown as Record<string, unknown>).filter((v): v is string => typeof v === "string");
+}
+
+export interface AppOptions {
+  /** Overrides the logger (tests capture lines). */
+  logger?: Logger;
+  /** Overrides the configuration in force (tests; admin config versions later). */
+  config?: GatewayConfig;
+  /** Overrides the per-isolate startup validator (tests). */
+  startupValidator?: StartupValidator;
+}
+
+/** Builds the gateway app with its middleware, error funnel and every implemented route. */
+export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+  const validator = options.startupValidator ?? isolateStartupValidator;
+
+  app.use(requestId({ limitLength: MAX_REQUEST_ID, generator: () => `req_${crypto.randomUUID()}` }));
+  app.use(async function gatewayContext(c, next) {
+    const config = options.config ?? bundledConfig();
+    const logger = options.logger ?? createLogger(config.logging.level);
+    c.set("config", config);
+    c.set("logger", logger);
+    c.set("startupValidator", validator);
+    const started = Date.now();
+    await next();
+    logger.log("info", "http.request", {
+      request_id: c.get("requestId"),
+      method: c.req.method,
+      route: c.req.routePath,
+      status: c.res.status,
+      latency_ms: Date.now() - started,
+    });
+  });
+  app.use(async function limitBody(c, next) {
+    const maxSize = c.get("config").http.maxBodyBytes;
+    return bodyLimit({
+      maxSize,
+      onError: () => {
+        throw new GatewayError("payload.too_large", `request body exceeds ${maxSize} bytes`);
+      },
+    })(c, next);
+  });
+
+  app.route("/", healthRoutes());
+
+  app.notFound((c) =>
+    respondWithError(
+      c,
+      new GatewayError("resource.not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname.slice(0, 200)}`),
+    ),
+  );
+  app.onError((err, c) => respondWithError(c, err));
+  return app;
+}

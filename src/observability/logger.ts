@@ -1,0 +1,62 @@
+/**
+ * The gateway's one logger. It takes an event name from a closed set and the
+ * typed fields of that event — never free text — so that raw prompts, user
+ * bodies and credentials have no way in (S1 §4.2). Lines are JSON on the
+ * console (Workers Logs / `wrangler tail`); the R2 log segments are fed from
+ * the same events.
+ */
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** Every event the gateway logs, with its fields. Adding a log line means adding a type here. */
+export interface LogEvents {
+  /** One per HTTP request, when it completes. */
+  "http.request": { request_id: string; method: string; route: string; status: number; latency_ms: number };
+  /** A request that ended in an error; `error_message` is redacted before it is written. */
+  "http.error": {
+    request_id: string;
+    code: string;
+    status: number;
+    error_name?: string;
+    error_message?: string;
+  };
+  /** The provider check that runs before the first request that needs the model (S1 §1.6). */
+  "startup.validation": {
+    provider: string;
+    model: string;
+    mode: "strict" | "warn" | "off";
+    status: "ok" | "failed" | "skipped";
+    reason?: string;
+    message?: string;
+    latency_ms?: number;
+  };
+  /** A secret the gateway needs is malformed and was ignored (fail-closed). */
+  "auth.config_rejected": { variable: string; problem: string };
+  /** The cron tick ran. */
+  "scheduler.tick": { scheduled_time: string; cron: string };
+}
+
+const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+/** Where log lines go; the console by default, a capture in tests. */
+export type LogSink = (line: string, level: LogLevel) => void;
+
+const consoleSink: LogSink = (line, level) => {
+  if (level === "error") console.error(line);
+  else if (level === "warn") console.warn(line);
+  else console.log(line);
+};
+
+export interface Logger {
+  log<E extends keyof LogEvents>(level: LogLevel, event: E, fields: LogEvents[E]): void;
+}
+
+/** A logger writing JSON lines at or above `minLevel`. */
+export function createLogger(minLevel: LogLevel = "info", sink: LogSink = consoleSink): Logger {
+  return {
+    log(level, event, fields) {
+      if (LEVELS[level] < LEVELS[minLevel]) return;
+      sink(JSON.stringify({ ts: new Date().toISOString(), level, event, ...fields }), level);
+    },
+  };
+}

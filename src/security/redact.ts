@@ -1,0 +1,27 @@
+/**
+ * Redaction of free text on the write path: every credential-shaped run and
+ * every literal secret value is replaced by a placeholder naming its kind.
+ * The session/audit redaction work builds on this (JSON paths, emails, phones).
+ */
+import { SECRET_VALUE_PATTERNS } from "./secret-patterns";
+
+const GLOBAL_PATTERNS = SECRET_VALUE_PATTERNS.map(({ name, pattern }) => ({
+  name,
+  pattern: new RegExp(pattern.source, pattern.flags.includes("g") ? pattern.flags : `${pattern.flags}g`),
+}));
+
+/** Secret values shorter than this are not matched literally (too many false hits). */
+const MIN_LITERAL_SECRET = 8;
+
+/**
+ * `text` with credential patterns and the given literal secret values replaced
+ * by `[REDACTED:<kind>]`.
+ */
+export function redactText(text: string, literalSecrets: readonly string[] = []): string {
+  let out = text;
+  for (const secret of literalSecrets) {
+    if (secret.length >= MIN_LITERAL_SECRET) out = out.split(secret).join("[REDACTED:secret]");
+  }
+  for (const { name, pattern } of GLOBAL_PATTERNS) out = out.replace(pattern, `[REDACTED:${name}]`);
+  return out;
+}

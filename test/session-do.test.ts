@@ -1,0 +1,99 @@
+/**
+ * SessionDO storage foundation: a SQLite-backed Durable Object whose schema is
+ * applied once, before any RPC, and survives eviction; the typed SQL helper.
+ */
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import type { SessionDO } from "../src/sessions/SessionDO";
+import { SESSION_MIGRATIONS } from "../src/sessions/schema";
+import { createSql, migrate, SqlError } from "../src/storage/sql";
+
+const stub = (name: string) => env.SESSIONS.getByName(name);
+
+describe("SessionDO", () => {
+  it("applies the latest schema before its first RPC", async () => {
+    const info = await stub("agent:main:http:room-1:dm:user-1").describe();
+    expect(info.schemaVersion).toBe(SESSION_MIGRATIONS.length);
+    expect(new Date(info.createdAt).toISOString()).toBe(info.createdAt);
+  });
+
+  it("storage survives eviction; the schema is not re-applied", async () => {
+    const s = stub("agent:main:http:room-2:dm:user-2");
+    const before = await s.describe();
+    await runInDurableObject(s, (_instance: SessionDO, state) => {
+      state.storage.sql.exec("INSERT INTO session_meta (key, value) VALUES ('probe', 'kept')");
+    });
+    await evictDurableObject(s);
+    const after = await s.describe();
+    expect(after).toEqual(before);
+    await runInDurableObject(s, (_instance: SessionDO, state) => {
+      expect(state.storage.sql.exec("SELECT value FROM session_meta WHERE key = 'probe'").one()).toEqual({ value: "kept" });
+      expect(state.storage.sql.exec("SELECT version FROM _schema").one()).toEqual({ version: SESSION_MIGRATIONS.length });
+    });
+  });
+
+  it("only the RPC methods are public: private state does not leak onto the stub", async () => {
+    await runInDurableObject(stub("agent:main:http:room-3:dm:user-3"), (instance: SessionDO) => {
+      // ctx and env come from the DurableObject base class; the object's own state is #private.
+      expect(Object.keys(instance).sort()).toEqual(["ctx", "env"]);
+    });
+  });
+});
+
+describe("typed SQL helper", () => {
+  it("binds values as parameters (never spliced into SQL)", async () => {
+    await runInDurableObject(stub("sql-helper-1"), (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      sql.script("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)");
+      const hostile = "x'); DROP TABLE t; --";
+      expect(sql.run`INSERT INTO t (k, v) VALUES (${hostile}, ${1})`).toBeGreaterThan(0);
+      expect(sql.run`INSERT INTO t (k, v) VALUES (${hostile}, ${2}) ON CONFLICT (k) DO NOTHING`).toBe(0);
+      expect(sql.all<{ k: string; v: number }>`SELECT k, v FROM t`).toEqual([{ k: hostile, v: 1 }]);
+      expect(sql.one<{ k: string }>`SELECT k FROM t WHERE k = ${"missing"}`).toBeUndefined();
+    });
+  });
+
+  it("a failing query is rethrown as SqlError carrying the query text, not the values", async () => {
+    await runInDurableObject(stub("sql-helper-2"), (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      let caught: unknown;
+      try {
+        sql.all`SELECT * FROM no_such_table WHERE secret = ${"sk-do-not-print-me"}`;
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught).toBeInstanceOf(SqlError);
+      expect((caught as SqlError).query).toBe("SELECT * FROM no_such_table WHERE secret = ?");
+      expect((caught as SqlError).message).toContain("no such table: no_such_table");
+      expect((caught as SqlError).message).not.toContain("sk-do-not-print-me");
+    });
+  });
+
+  it("migrate() applies each migration once, in order, and refuses a schema newer than the code", async () => {
+    await runInDurableObject(stub("sql-helper-3"), (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      const steps = ["CREATE TABLE a (x INTEGER)", "ALTER TABLE a ADD COLUMN y INTEGER"];
+      // The object already migrated its own schema; reuse its _schema table under a fresh counter.
+      state.storage.sql.exec("DELETE FROM _schema");
+      expect(migrate(state.storage, sql, steps)).toBe(2);
+      expect(migrate(state.storage, sql, steps)).toBe(2);
+      expect(sql.all`PRAGMA table_info(a)`.map((c) => c.name)).toEqual(["x", "y"]);
+      expect(() => migrate(state.storage, sql, steps.slice(0, 1))).toThrow(
+        "storage schema version 2 is newer than this code knows (1); refusing to run",
+      );
+    });
+  });
+
+  it("a failing migration leaves the version where it was (each step is one transaction)", async () => {
+    await runInDurableObject(stub("sql-helper-4"), (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      state.storage.sql.exec("DELETE FROM _schema");
+      expect(() => migrate(state.storage, sql, ["CREATE TABLE b (x INTEGER)", "CREATE TABLE c (x INTEGER); SELECT * FROM nope"])).toThrow(
+        SqlError,
+      );
+      expect(sql.one`SELECT version FROM _schema`).toEqual({ version: 1 });
+      expect(sql.all`SELECT name FROM sqlite_master WHERE name = 'c'`).toEqual([]);
+    });
+  });
+});

@@ -1,0 +1,38 @@
+/** Builders for configurations used across tests. */
+import { parseGatewayConfig } from "../../src/config/parse";
+import type { GatewayConfig, GatewayConfigInput } from "../../src/config/schema";
+
+/** A provider block pointing at the mock provider scenario `host`. */
+export function mockProvider(host: string, overrides: Record<string, unknown> = {}) {
+  return {
+    baseUrl: `https://${host}/v1`,
+    startupValidation: "warn",
+    models: {
+      "kimi-k1-128k": { contextWindow: 131072, maxOutputTokens: 4096, supportsTools: true, supportsStreaming: true },
+    },
+    defaults: { model: "kimi-k1-128k" },
+    ...overrides,
+  };
+}
+
+/** A valid config whose default provider is `moonshot` at the mock host, with overrides on the provider. */
+export function testConfig(host = "ok.provider.test", providerOverrides: Record<string, unknown> = {}): GatewayConfig {
+  const raw: GatewayConfigInput = {
+    models: { default: "moonshot:kimi-k1-128k", providers: { moonshot: mockProvider(host, providerOverrides) as never } },
+    agents: { main: {} },
+  };
+  const result = parseGatewayConfig(raw);
+  if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);
+  return result.value;
+}
+
+/** A unique host for the given mock scenario, so a test counts only its own requests. */
+export function uniqueHost(scenario: string): string {
+  return `${scenario}-${crypto.randomUUID().slice(0, 8)}.provider.test`;
+}
+
+/** Requests the mock network saw for `host`. */
+export async function requestsTo(host: string): Promise<{ method: string; path: string; authorized: boolean }[]> {
+  const res = await fetch(`https://mock.control/requests?host=${encodeURIComponent(host)}`);
+  return res.json();
+}

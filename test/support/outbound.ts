@@ -1,0 +1,56 @@
+/**
+ * The network boundary for tests: every `fetch` the Worker makes inside
+ * workerd is answered here (Miniflare's `outboundService`, running in Node).
+ *
+ * Model providers are addressed as `https://<scenario>[-<anything>].provider.test/v1`,
+ * so each test picks a behaviour by host and can use a unique host to count
+ * only its own requests. Any other host is an unmocked request: it is answered
+ * 599 and recorded, and tests assert there are none — no test reaches the internet.
+ *
+ * Requests are visible to tests at `GET https://mock.control/requests?host=<host>`.
+ */
+
+export interface RecordedRequest {
+  method: string;
+  host: string;
+  path: string;
+  /** Whether an Authorization header was present (its value is never recorded). */
+  authorized: boolean;
+}
+
+const recorded: RecordedRequest[] = [];
+
+/** Models the `ok` scenario's provider lists. */
+const LISTED_MODELS = ["kimi-k1-128k", "kimi-k1-32k", "local-model"];
+
+function json(body: unknown, status = 200): Response {
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+}
+
+async function providerAnswer(scenario: string, request: Request, url: URL): Promise<Response> {
+  if (scenario === "slow") await new Promise((r) => setTimeout(r, 1_500));
+  if (scenario === "unauthorized") {
+    // Real providers sometimes echo part of the key back; the gateway must never copy this text.
+    const auth = request.headers.get("authorization") ?? "";
+    return json({ error: { message: `Incorrect API key provided: ${auth.slice(7)}`, type: "invalid_request_error" } }, 401);
+  }
+  if (scenario === "error500") return json({ error: { message: "upstream exploded", type: "server_error" } }, 500);
+  if (request.method === "GET" && url.pathname.endsWith("/models")) {
+    const ids = scenario === "nomodel" ? ["some-other-model"] : LISTED_MODELS;
+    return json({ object: "list", data: ids.map((id) => ({ id, object: "model", created: 0, owned_by: "mock" })) });
+  }
+  return json({ error: { message: `mock provider has no ${request.method} ${url.pathname}`, type: "not_found" } }, 404);
+}
+
+/** Miniflare `outboundService`. */
+export async function outboundService(request: Request): Promise<Response> {
+  const url = new URL(request.url);
+  if (url.hostname === "mock.control") {
+    const host = url.searchParams.get("host");
+    return json(host ? recorded.filter((r) => r.host === host) : recorded);
+  }
+  recorded.push({ method: request.method, host: url.hostname, path: url.pathname, authorized: request.headers.has("authorization") });
+  const provider = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.provider\.test$/.exec(url.hostname);
+  if (provider?.[1]) return providerAnswer(provider[1], request, url);
+  return new Response(`unmocked outbound request: ${request.method} ${url.origin}${url.pathname}`, { status: 599 });
+}

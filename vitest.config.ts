@@ -1,0 +1,54 @@
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { defineConfig, type ViteUserConfig } from "vitest/config";
+import { build } from "./scripts/build.mjs";
+import { outboundService } from "./test/support/outbound.ts";
+
+/** Secrets every workers test sees; tests that need others pass their own env. */
+export const TEST_SECRETS = {
+  GATEWAY_ADMIN_TOKEN: "test-admin-token-0123456789abcdef",
+  GATEWAY_API_TOKENS: "alice:test-api-token-alice-0123456789,bob:test-api-token-bob-0123456789ab",
+};
+
+// Tests never reach the internet: Miniflare uses its built-in Request.cf placeholder instead of fetching one.
+process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
+
+export default defineConfig(async () => {
+  // Same step as wrangler's [build]: validates config/gateway.json5 and writes src/generated/.
+  // An invalid bundled config fails the test run here, with one line saying what and where.
+  await build();
+  const migrations = await readD1Migrations("migrations");
+  const config: ViteUserConfig = {
+    test: {
+      // The JSON report is what .ci/run summarises into its closing "N passed, N failed" line.
+      reporters: ["default", ["json", { outputFile: "test-results/vitest.json" }]],
+      projects: [
+        {
+          plugins: [
+            cloudflareTest({
+              wrangler: { configPath: "./wrangler.toml" },
+              remoteBindings: false,
+              miniflare: {
+                bindings: { ...TEST_SECRETS, TEST_MIGRATIONS: migrations },
+                outboundService,
+              },
+            }),
+          ],
+          test: {
+            name: "workers",
+            include: ["test/**/*.test.ts"],
+            exclude: ["test/build/**"],
+            setupFiles: ["./test/support/apply-migrations.ts"],
+          },
+        },
+        {
+          test: {
+            name: "build",
+            include: ["test/build/**/*.test.ts"],
+            environment: "node",
+          },
+        },
+      ],
+    },
+  };
+  return config;
+});
