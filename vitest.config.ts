@@ -15,7 +15,12 @@ process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
 export default defineConfig(async () => {
   // Same step as wrangler's [build]: validates config/gateway.json5 and writes src/generated/.
   // An invalid bundled config fails the test run here, with one line saying what and where.
-  await build();
+  try {
+    await build();
+  } catch (err) {
+    console.error(`build failed: ${(err as Error).message}`);
+    process.exit(1);
+  }
   const migrations = await readD1Migrations("migrations");
   const config: ViteUserConfig = {
     test: {

@@ -227,6 +227,21 @@ describe("auth matrix (bearer tokens, scopes api and admin)", () => {
 describe("error envelopes (S3 {error:{code,message}})", () => {
   const app = probeApp();
 
+  /** POSTs an 8 MiB body as 128 chunks of 64 KiB and reports how many chunks the gateway pulled. */
+  async function postStream(headers: Record<string, string>) {
+    let count = 0;
+    const body = new ReadableStream({
+      pull(controller) {
+        count++;
+        controller.enqueue(new Uint8Array(64 * 1024));
+        if (count >= 128) controller.close();
+      },
+    });
+    const init = { method: "POST", headers: { Authorization: `Bearer ${ALICE}`, ...headers }, body, duplex: "half" };
+    const res = await call(app, "/probe/json", init as RequestInit);
+    return { res, pulled: () => count };
+  }
+
   it("unknown route → 404 resource.not_found", async () => {
     const res = await call(app, "/v1/nothing-here");
     expect(res.status).toBe(404);
@@ -278,45 +293,19 @@ describe("error envelopes (S3 {error:{code,message}})", () => {
   });
 
   it("body over the configured limit (default 1 MiB) → 413 payload.too_large, decided from Content-Length before reading", async () => {
-    let pulled = 0;
-    // A stream that would produce 8 MiB, but with a Content-Length that already says too much.
-    const body = new ReadableStream({
-      pull(controller) {
-        pulled++;
-        controller.enqueue(new Uint8Array(64 * 1024));
-        if (pulled >= 128) controller.close();
-      },
-    });
-    const res = await call(app, "/probe/json", {
-      method: "POST",
-      headers: { Authorization: `Bearer ${ALICE}`, "Content-Length": String(8 * 1024 * 1024) },
-      body,
-      duplex: "half",
-    } as RequestInit);
+    // The stream would produce 8 MiB, but the Content-Length already says too much.
+    const { res, pulled } = await postStream({ "Content-Length": String(8 * 1024 * 1024) });
     expect(res.status).toBe(413);
     expect(await res.json()).toEqual({ error: { code: "payload.too_large", message: "request body exceeds 1048576 bytes" } });
-    expect(pulled).toBeLessThanOrEqual(2);
+    expect(pulled()).toBeLessThanOrEqual(2);
   });
 
   it("chunked body over the limit → 413 after reading just past the limit, not the whole body", async () => {
-    let pulled = 0;
-    const body = new ReadableStream({
-      pull(controller) {
-        pulled++;
-        controller.enqueue(new Uint8Array(64 * 1024));
-        if (pulled >= 128) controller.close();
-      },
-    });
-    const res = await call(app, "/probe/json", {
-      method: "POST",
-      headers: { Authorization: `Bearer ${ALICE}` },
-      body,
-      duplex: "half",
-    } as RequestInit);
+    const { res, pulled } = await postStream({});
     expect(res.status).toBe(413);
     expect(await res.json()).toEqual({ error: { code: "payload.too_large", message: "request body exceeds 1048576 bytes" } });
     // 1 MiB is 16 chunks of 64 KiB; the 17th crosses the limit. Never the 128 chunks of the whole body.
-    expect(pulled).toBeLessThan(24);
+    expect(pulled()).toBeLessThan(24);
   });
 
   it("a body exactly at the limit is accepted", async () => {
