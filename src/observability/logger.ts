@@ -30,6 +30,16 @@ export interface LogEvents {
     message?: string;
     latency_ms?: number;
   };
+  /** A prompt stack was assembled (S1 §4.1, S2 §6.1): hashes, sizes and ids only — never layer text or user text. */
+  "prompt.assembled": {
+    request_id: string;
+    stack_sha256: string;
+    layers: { layer: string; id: string; sha256: string; bytes: number; tokens_est: number }[];
+    total_bytes: number;
+    total_tokens_est: number;
+  };
+  /** The disclosure guard refused a request (input) or blocked a reply (output); rule names only. */
+  "prompt.disclosure_refused": { request_id: string; stage: "input" | "output"; signals: string[] };
   /** A secret the gateway needs is malformed and was ignored (fail-closed). */
   "auth.config_rejected": { variable: string; problem: string };
   /** The cron tick ran. */

@@ -6,7 +6,9 @@
  * its typed RPC surface; everything else is `#private` so nothing leaks onto it.
  */
 import { DurableObject } from "cloudflare:workers";
+import type { PromptManifest } from "../prompts/manifest";
 import { createSql, migrate, type Sql } from "../storage/sql";
+import { getManifest, listManifests, type RecordResult, recordManifest, type StoredManifest } from "./manifests";
 import { SESSION_MIGRATIONS } from "./schema";
 
 export class SessionDO extends DurableObject<Env> {
@@ -27,5 +29,20 @@ export class SessionDO extends DurableObject<Env> {
   async describe(): Promise<{ schemaVersion: number; createdAt: string }> {
     const row = this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = 'created_at'`;
     return { schemaVersion: this.#schemaVersion, createdAt: row?.value ?? "" };
+  }
+
+  /** Stores the hash-only prompt manifest of a turn (idempotent per turn id; a different one is refused). */
+  async recordPromptManifest(turnId: string, manifest: PromptManifest): Promise<RecordResult> {
+    return recordManifest(this.#sql, turnId, manifest, new Date());
+  }
+
+  /** The prompt manifest of one turn, for admins. */
+  async promptManifest(turnId: string): Promise<StoredManifest | null> {
+    return getManifest(this.#sql, turnId) ?? null;
+  }
+
+  /** The session's most recent prompt manifests, newest first. */
+  async promptManifests(limit = 50): Promise<StoredManifest[]> {
+    return listManifests(this.#sql, limit);
   }
 }

@@ -10,4 +10,12 @@ export const SESSION_MIGRATIONS: Migrations = [
      key TEXT PRIMARY KEY,
      value TEXT NOT NULL
    );`,
+  // v2: the prompt manifest of every turn (S2 §3), hash-only, for admins.
+  `CREATE TABLE prompt_manifests (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     turn_id TEXT NOT NULL UNIQUE,
+     stack_sha256 TEXT NOT NULL,
+     manifest TEXT NOT NULL,
+     created_at TEXT NOT NULL
+   );`,
 ];

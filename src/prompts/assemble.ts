@@ -1,0 +1,249 @@
+/**
+ * Deterministic assembly of the six-layer prompt stack (S2 §2, §4; DESIGN §2).
+ *
+ * L1 base (mandatory) → L2 agent role → L3 channel policy → L4 tool policy →
+ * L5 task (optional) → earlier turns → L6 user input. Nothing from the caller
+ * can remove, replace or reorder L1, L3 or L4; an inline override replaces L2
+ * only; user-derived text (history, retrieved memory, compaction summaries)
+ * never goes above L6. The output is provider-neutral; `toChatMessages` and
+ * `toCompletionPrompt` adapt it without changing the order.
+ */
+import { z } from "zod";
+import { estimateTokens } from "../context/tokens";
+import type { Logger } from "../observability/logger";
+import { BASE_PROMPT_ID, findPrompt, requirePrompt } from "./catalog";
+import { classifyChannel } from "./channels";
+import { sha256Hex } from "./hash";
+import { MANIFEST_VERSION, type ManifestEntry, type PromptManifest, stackSha256 } from "./manifest";
+import type { Layer } from "./types";
+
+export const ToolPolicyId = z.enum(["native", "markers", "none"]);
+export type ToolPolicyId = z.infer<typeof ToolPolicyId>;
+
+export const TaskId = z.enum(["setup", "coding", "automation", "scratch"]);
+export type TaskId = z.infer<typeof TaskId>;
+
+/** A turn of earlier conversation, already normalised by the context builder. */
+export const HistoryMessage = z.strictObject({
+  role: z.enum(["user", "assistant", "tool"]),
+  content: z.string(),
+});
+export type HistoryMessage = z.infer<typeof HistoryMessage>;
+
+/** User-derived context that goes inside L6, before the user's message (DESIGN "Retrieved memory"). */
+export const L6Context = z.strictObject({
+  kind: z.enum(["retrieved_memory", "compaction_summary"]),
+  text: z.string().min(1),
+});
+
+/** Assembly inputs (S2 §4.1). Strict: an unknown field is an error, never silently used or ignored. */
+export const AssemblyInput = z.strictObject({
+  agentId: z.string().min(1),
+  channel: z.string().min(1),
+  toolPolicy: ToolPolicyId,
+  task: TaskId.optional(),
+  /** Failure-loop recovery mode: adds the error_recovery instruction at L5 (S3 §2). */
+  recovery: z.boolean().default(false),
+  /** S5 `session.system_prompt`: replaces L2 only. */
+  inlineRole: z.string().min(1).max(32_000).optional(),
+  history: z.array(HistoryMessage).default([]),
+  l6Context: z.array(L6Context).default([]),
+  userMessage: z.string(),
+});
+export type AssemblyInput = z.input<typeof AssemblyInput>;
+
+/** One hidden layer's text as it goes to the provider. */
+export interface SystemSegment {
+  layer: Exclude<Layer, "L6">;
+  id: string;
+  content: string;
+}
+
+export interface AssembledPrompt {
+  /** L1–L5, in order. */
+  system: SystemSegment[];
+  /** Earlier turns, between the system layers and L6. */
+  history: HistoryMessage[];
+  /** L6: user-derived context blocks followed by the user's message. */
+  user: string;
+  manifest: PromptManifest;
+}
+
+const CONTEXT_HEADERS = {
+  retrieved_memory: ["=== RETRIEVED_MEMORY ===", "=== END_RETRIEVED_MEMORY ==="],
+  compaction_summary: ["=== CONVERSATION_SUMMARY ===", "=== END_CONVERSATION_SUMMARY ==="],
+} as const;
+
+// Entries for bundled files never change while the isolate lives.
+const fileEntries = new Map<string, { entry: ManifestEntry; content: string }>();
+
+/** A manifest entry for a bundled file (computed once per isolate; callers get a copy). */
+function fileEntry(layer: Layer, id: string): { entry: ManifestEntry; content: string } {
+  const key = `${layer}|${id}`;
+  let cached = fileEntries.get(key);
+  if (!cached) {
+    const p = requirePrompt(id);
+    cached = {
+      entry: { layer, id: p.id, file: p.file, sha256: p.sha256, bytes: p.bytes, tokens_est: estimateTokens(p.content), source: "file" },
+      content: p.content,
+    };
+    fileEntries.set(key, cached);
+  }
+  return { entry: { ...cached.entry }, content: cached.content };
+}
+
+// Composed L5 entries depend only on bundled files: hash each composition once per isolate.
+const composedCache = new Map<string, Promise<string>>();
+
+/** L5: the task prompt, composed with the automation addendum and/or the recovery instruction. */
+async function taskLayer(
+  task: TaskId | undefined,
+  recovery: boolean,
+  notes: string[],
+): Promise<{ entry: ManifestEntry; content: string } | undefined> {
+  const parts: string[] = [];
+  if (task === "automation") {
+    parts.push("tasks/coding", "tasks/automation_addendum");
+  } else if (task) {
+    parts.push(`tasks/${task}`);
+  }
+  if (recovery) parts.push("tasks/error_recovery");
+  if (parts.length === 0) return undefined;
+  if (parts.length === 1) return fileEntry("L5", parts[0] as string);
+
+  const prompts = parts.map(requirePrompt);
+  const content = prompts.map((p) => p.content).join("\n");
+  const bytes = new TextEncoder().encode(content).length;
+  const id = task === "automation" && !recovery ? "tasks/automation" : prompts.map((p) => p.id).join("+");
+  const composedKey = parts.join("+");
+  let hash = composedCache.get(composedKey);
+  if (!hash) {
+    hash = sha256Hex(content);
+    composedCache.set(composedKey, hash);
+  }
+  notes.push(`L5 ${id} composed of ${prompts.map((p) => `${p.id} (${p.sha256})`).join(" + ")}`);
+  if (recovery) notes.push("L5 includes tasks/error_recovery: failure-loop recovery mode");
+  return {
+    entry: {
+      layer: "L5",
+      id,
+      file: prompts.map((p) => p.file).join("+"),
+      sha256: await hash,
+      bytes,
+      tokens_est: estimateTokens(content),
+      source: "file",
+    },
+    content,
+  };
+}
+
+/** Assembles the stack and its manifest. Deterministic: the same input gives the same output. */
+export async function assemblePromptStack(rawInput: AssemblyInput): Promise<AssembledPrompt> {
+  const input = AssemblyInput.parse(rawInput);
+  const notes: string[] = [];
+  const layers: { entry: ManifestEntry; content: string }[] = [];
+
+  // L1: always the base prompt. Nothing in the input can name another.
+  layers.push(fileEntry("L1", BASE_PROMPT_ID));
+
+  // L2: the agent's role file, the default role, or the inline override.
+  if (input.inlineRole !== undefined) {
+    const content = input.inlineRole;
+    layers.push({
+      entry: {
+        layer: "L2",
+        id: "inline",
+        file: "-",
+        sha256: await sha256Hex(content),
+        bytes: new TextEncoder().encode(content).length,
+        tokens_est: estimateTokens(content),
+        source: "inline",
+      },
+      content,
+    });
+    notes.push("L2 replaced by an inline override (session.system_prompt); L1, L3 and L4 unchanged");
+  } else {
+    const own = findPrompt(`agents/${input.agentId}`);
+    if (!own) notes.push(`L2 agent "${input.agentId}" has no role file; using agents/default`);
+    layers.push(fileEntry("L2", own ? own.id : "agents/default"));
+  }
+
+  // L3: the channel policy, from the deterministic classifier.
+  const channel = classifyChannel(input.channel);
+  if (!channel.known) notes.push(`L3 unknown channel "${input.channel}" classified as ${channel.policy} (fail-closed)`);
+  else notes.push(`L3 channel "${input.channel}" classified as ${channel.policy}`);
+  layers.push(fileEntry("L3", `channels/${channel.policy}`));
+
+  // L4: the tool protocol the model's config selects.
+  layers.push(fileEntry("L4", `tools/${input.toolPolicy}`));
+
+  // L5: optional task / recovery.
+  const l5 = await taskLayer(input.task, input.recovery, notes);
+  if (l5) layers.push(l5);
+
+  // Earlier turns sit below every system layer.
+  if (input.history.length > 0) notes.push(`history: ${input.history.length} earlier message(s) between the system layers and L6`);
+
+  // L6: user-derived context, then the user's message. The L6 hash is the message's own (DESIGN §2).
+  const blocks: string[] = [];
+  for (const ctx of input.l6Context) {
+    const [open, close] = CONTEXT_HEADERS[ctx.kind];
+    blocks.push(`${open}\n${ctx.text}\n${close}`);
+    notes.push(`L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)`);
+  }
+  const user = [...blocks, input.userMessage].join("\n\n");
+  const userEntry: ManifestEntry = {
+    layer: "L6",
+    id: "user_input",
+    file: "-",
+    sha256: await sha256Hex(input.userMessage),
+    bytes: new TextEncoder().encode(input.userMessage).length,
+    tokens_est: estimateTokens(input.userMessage),
+    source: "user",
+  };
+
+  const stack = [...layers.map((l) => l.entry), userEntry];
+  return {
+    system: layers.map((l) => ({ layer: l.entry.layer as SystemSegment["layer"], id: l.entry.id, content: l.content })),
+    history: input.history,
+    user,
+    manifest: { version: MANIFEST_VERSION, stack, stack_sha256: await stackSha256(stack), notes },
+  };
+}
+
+/** Chat-completions form: one system message per hidden layer, in stack order, then history, then L6. */
+export function toChatMessages(p: AssembledPrompt): { role: "system" | "user" | "assistant" | "tool"; content: string }[] {
+  return [
+    ...p.system.map((s) => ({ role: "system" as const, content: s.content })),
+    ...p.history,
+    { role: "user" as const, content: p.user },
+  ];
+}
+
+/** Single-prompt (completions) form: the same order, as one delimited text. */
+export function toCompletionPrompt(p: AssembledPrompt): string {
+  const parts = [
+    ...p.system.map((s) => `### system (${s.layer})\n${s.content}`),
+    ...p.history.map((m) => `### ${m.role}\n${m.content}`),
+    `### user\n${p.user}`,
+    "### assistant\n",
+  ];
+  return parts.join("\n\n");
+}
+
+/** The totals S2 §6.1 requires in logs: bytes and estimated tokens over the whole stack. */
+export function manifestTotals(m: PromptManifest): { bytes: number; tokens_est: number } {
+  return m.stack.reduce((t, e) => ({ bytes: t.bytes + e.bytes, tokens_est: t.tokens_est + e.tokens_est }), { bytes: 0, tokens_est: 0 });
+}
+
+/** The one log line of an assembly (S2 §6): per-layer hashes and sizes, the stack hash, totals. */
+export function logPromptAssembly(logger: Logger, requestId: string, m: PromptManifest): void {
+  const totals = manifestTotals(m);
+  logger.log("info", "prompt.assembled", {
+    request_id: requestId,
+    stack_sha256: m.stack_sha256,
+    layers: m.stack.map(({ layer, id, sha256, bytes, tokens_est }) => ({ layer, id, sha256, bytes, tokens_est })),
+    total_bytes: totals.bytes,
+    total_tokens_est: totals.tokens_est,
+  });
+}
