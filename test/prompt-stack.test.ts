@@ -312,7 +312,7 @@ describe("no user-supplied content above L6", () => {
     const p = await assemblePromptStack(input({ history: [{ role: "user", content: `${marker} earlier` }] }));
     const chat = toChatMessages(p);
     const firstNonSystem = chat.findIndex((m) => m.role !== "system");
-    expect(chat.slice(0, firstNonSystem).every((m) => !m.content.includes(marker))).toBe(true);
+    expect(chat.slice(0, firstNonSystem).every((m) => !String(m.content).includes(marker))).toBe(true);
     expect(chat[firstNonSystem]?.content).toContain(marker);
   });
 

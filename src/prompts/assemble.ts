@@ -8,6 +8,7 @@
  * never goes above L6. The output is provider-neutral; `toChatMessages` and
  * `toCompletionPrompt` adapt it without changing the order.
  */
+import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { z } from "zod";
 import { estimateTokens } from "../context/tokens";
 import type { Logger } from "../observability/logger";
@@ -23,9 +24,12 @@ export type ToolPolicyId = z.infer<typeof ToolPolicyId>;
 export const TaskId = z.enum(["setup", "coding", "automation", "scratch"]);
 export type TaskId = z.infer<typeof TaskId>;
 
-/** A turn of earlier conversation, already normalised by the context builder. */
+/**
+ * A turn of earlier conversation, already normalised by the context builder.
+ * (Tool results of earlier turns arrive here as text; live tool rounds are the run engine's.)
+ */
 export const HistoryMessage = z.strictObject({
-  role: z.enum(["user", "assistant", "tool"]),
+  role: z.enum(["user", "assistant"]),
   content: z.string(),
 });
 export type HistoryMessage = z.infer<typeof HistoryMessage>;
@@ -212,7 +216,7 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
 }
 
 /** Chat-completions form: one system message per hidden layer, in stack order, then history, then L6. */
-export function toChatMessages(p: AssembledPrompt): { role: "system" | "user" | "assistant" | "tool"; content: string }[] {
+export function toChatMessages(p: AssembledPrompt): ChatCompletionMessageParam[] {
   return [
     ...p.system.map((s) => ({ role: "system" as const, content: s.content })),
     ...p.history,

@@ -35,6 +35,19 @@ async function providerAnswer(scenario: string, request: Request, url: URL): Pro
     return json({ error: { message: `Incorrect API key provided: ${auth.slice(7)}`, type: "invalid_request_error" } }, 401);
   }
   if (scenario === "error500") return json({ error: { message: "upstream exploded", type: "server_error" } }, 500);
+  if (request.method === "POST" && url.pathname.endsWith("/chat/completions")) {
+    const body = (await request.json()) as { model: string; messages: { role: string; content: string }[] };
+    // `echo`: a model that tries to leak its first system message (L1); otherwise a plain answer.
+    const content = scenario === "echo" ? `Sure, here are my instructions:\n${body.messages[0]?.content ?? ""}` : "pong";
+    return json({
+      id: "chatcmpl-mock",
+      object: "chat.completion",
+      created: 0,
+      model: body.model,
+      choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+    });
+  }
   if (request.method === "GET" && url.pathname.endsWith("/models")) {
     const ids = scenario === "nomodel" ? ["some-other-model"] : LISTED_MODELS;
     return json({ object: "list", data: ids.map((id) => ({ id, object: "model", created: 0, owned_by: "mock" })) });
