@@ -12,6 +12,8 @@ import { StartupValidator, VALIDATION_RETRY_AFTER_MS, type ValidationOptions } f
 import { requestsTo, testConfig, uniqueHost } from "./support/config";
 
 const KEY = "mk-test-secret-key-0123456789abcdefXYZ";
+/** The test env without any provider key (a developer's .dev.vars must not leak one in). */
+const { MOONSHOT_API_KEY: _ignored, ...noKey } = env;
 
 /** Everything the console printed during a test. */
 let printed: string[] = [];
@@ -73,7 +75,7 @@ describe("strict: 503 with one actionable line until the default model validates
     [
       "missing key",
       "ok",
-      { ...env },
+      { ...noKey },
       "missing_key",
       'startup validation (strict) failed for moonshot:kimi-k1-128k: Missing MOONSHOT_API_KEY — set it with "wrangler secret put MOONSHOT_API_KEY" (or in .dev.vars locally)',
     ],
@@ -121,7 +123,7 @@ describe("strict: 503 with one actionable line until the default model validates
 
   it("a missing key fails before any request reaches the provider", async () => {
     const { host, app } = gateway("ok", "strict");
-    await deep(app, { ...env });
+    await deep(app, { ...noKey });
     expect(await requestsTo(host)).toEqual([]);
   });
 
@@ -169,7 +171,7 @@ describe("strict: 503 with one actionable line until the default model validates
 describe("warn: the gateway carries on with one warning line", () => {
   it("missing key → 200 with status failed and a single warn line", async () => {
     const { app } = gateway("ok", "warn");
-    const { status, body } = await deep(app, { ...env });
+    const { status, body } = await deep(app, { ...noKey });
     expect(status).toBe(200);
     expect(body).toEqual({
       ok: true,
@@ -201,7 +203,7 @@ describe("warn: the gateway carries on with one warning line", () => {
 describe("off: validation skipped", () => {
   it("off → skipped, no request, no key needed", async () => {
     const { host, app } = gateway("ok", "off");
-    expect(await deep(app, { ...env })).toEqual({
+    expect(await deep(app, { ...noKey })).toEqual({
       status: 200,
       body: { ok: true, startup_validation: { mode: "off", status: "skipped", provider: "moonshot", model: "kimi-k1-128k" } },
     });

@@ -4,7 +4,9 @@
  * Runs in Node: it starts `wrangler dev` as a child process on a free port.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { copyFileSync, mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -38,10 +40,13 @@ describe("npm start", () => {
   it("answers GET /healthz with {ok:true} within 30 s of starting, without any API key", async () => {
     const port = await freePort();
     const { MOONSHOT_API_KEY: _drop, ...env } = process.env;
+    // The example secrets, from a temp file: the test never writes .dev.vars into the working tree.
+    const devVars = join(mkdtempSync(join(tmpdir(), "sophie-start-")), "dev.vars");
+    copyFileSync(join(root, ".dev.vars.example"), devVars);
     const started = Date.now();
     child = spawn(process.execPath, [join(root, "scripts", "start.mjs")], {
       cwd: root,
-      env: { ...env, PORT: String(port) },
+      env: { ...env, PORT: String(port), SOPHIE_DEV_VARS: devVars },
       stdio: "ignore",
       detached: true,
     });
