@@ -70,10 +70,22 @@ export const ProviderConfig = z
   });
 export type ProviderConfig = z.infer<typeof ProviderConfig>;
 
+export const SessionLimits = z.strictObject({
+  /** User turns kept in a session before the oldest are archived to R2 (S1 §5.3 maxTurns). */
+  maxTurns: z.int().min(1).max(100_000).default(500),
+  /** Transcript bytes kept in a session before the oldest turns are archived to R2 (S1 §5.3 maxBytes). */
+  maxBytes: z
+    .int()
+    .min(4096)
+    .max(512 * 1024 * 1024)
+    .default(2 * 1024 * 1024),
+});
+
 export const AgentConfig = z.strictObject({
   /** The agent's model; the gateway-wide `models.default` when absent. */
   model: ModelRefInput.optional(),
   description: z.string().max(280).optional(),
+  session: SessionLimits.default({ maxTurns: 500, maxBytes: 2 * 1024 * 1024 }),
 });
 export type AgentConfig = z.infer<typeof AgentConfig>;
 

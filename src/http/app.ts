@@ -13,6 +13,8 @@ import type { GatewayConfig } from "../config/schema";
 import { createLogger, type Logger } from "../observability/logger";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { redactText } from "../security/redact";
+import { adminSessionRoutes } from "./admin-sessions";
+import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
 import { healthRoutes } from "./health";
 import { type AppEnv, createRouter } from "./router";
@@ -104,6 +106,8 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   });
 
   app.route("/", healthRoutes());
+  app.route("/", chatRoutes());
+  app.route("/", adminSessionRoutes());
 
   app.notFound((c) =>
     respondWithError(

@@ -25,3 +25,17 @@ export function redactText(text: string, literalSecrets: readonly string[] = [])
   for (const { name, pattern } of GLOBAL_PATTERNS) out = out.replace(pattern, `[REDACTED:${name}]`);
   return out;
 }
+
+/** Env var names that hold secrets: their literal values are redacted wherever they appear. */
+const SECRET_ENV_NAME = /(?:_API_KEY|_TOKEN|_TOKENS|_SECRET|_KEY|_PASSWORD)$/;
+
+/** Every secret value the Worker was given (for literal redaction). Token lists are split into their tokens. */
+export function secretValuesFromEnv(env: object): string[] {
+  const values: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (typeof value !== "string" || !SECRET_ENV_NAME.test(name)) continue;
+    values.push(value);
+    if (name === "GATEWAY_API_TOKENS") for (const entry of value.split(",")) values.push(entry.slice(entry.indexOf(":") + 1).trim());
+  }
+  return values.filter((v) => v.length >= MIN_LITERAL_SECRET);
+}

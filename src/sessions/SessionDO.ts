@@ -4,12 +4,44 @@
  * A coordinator only: it owns the storage and the single-threaded execution
  * of one session, and calls plain modules for the logic. Public methods are
  * its typed RPC surface; everything else is `#private` so nothing leaks onto it.
+ * RPC methods return results rather than throwing for expected refusals.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { PromptManifest } from "../prompts/manifest";
+import { redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
+import { generationArchiveKey, partArchiveKey, putCreateOnly } from "./archive";
+import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
+import { parseSessionKey } from "./keys";
 import { getManifest, listManifests, type RecordResult, recordManifest, type StoredManifest } from "./manifests";
 import { SESSION_MIGRATIONS } from "./schema";
+import {
+  appendMessage,
+  deleteThrough,
+  exportJsonl,
+  generationSize,
+  importRows,
+  listMessages,
+  parseJsonl,
+  type TranscriptRow,
+} from "./transcript";
+
+/** Who the session is; passed by the Worker on every call that may create it. */
+export interface SessionIdentity {
+  sessionKey: string;
+  agentId: string;
+}
+
+export interface SessionLimitsInput {
+  maxTurns: number;
+  maxBytes: number;
+}
+
+export type GenerationResult =
+  | { ok: true; sessionId: string; previousSessionId: string }
+  | { ok: false; reason: "archive_failed" | "not_found" };
+
+const newId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
 
 export class SessionDO extends DurableObject<Env> {
   readonly #sql: Sql;
@@ -29,6 +61,218 @@ export class SessionDO extends DurableObject<Env> {
   async describe(): Promise<{ schemaVersion: number; createdAt: string }> {
     const row = this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = 'created_at'`;
     return { schemaVersion: this.#schemaVersion, createdAt: row?.value ?? "" };
+  }
+
+  /** The current generation, creating the session (and its D1 index rows) on first use. */
+  async #state(identity: SessionIdentity): Promise<{ sessionKey: string; agentId: string; sessionId: string }> {
+    const row = this.#sql.one<{
+      session_key: string;
+      agent_id: string;
+      session_id: string;
+    }>`SELECT session_key, agent_id, session_id FROM session_state WHERE id = 1`;
+    if (row) {
+      if (row.session_key !== identity.sessionKey) throw new Error("session key does not match this object");
+      return { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id };
+    }
+    if (!parseSessionKey(identity.sessionKey).ok) throw new Error("invalid session key");
+    const sessionId = newId("ses");
+    const now = new Date().toISOString();
+    this.ctx.storage.transactionSync(() => {
+      this.#sql
+        .run`INSERT INTO session_state (id, session_key, agent_id, session_id) VALUES (1, ${identity.sessionKey}, ${identity.agentId}, ${sessionId})`;
+      this.#sql.run`INSERT INTO generations (session_id, started_at) VALUES (${sessionId}, ${now})`;
+    });
+    await this.#index(identity.sessionKey, identity.agentId, sessionId);
+    return { sessionKey: identity.sessionKey, agentId: identity.agentId, sessionId };
+  }
+
+  async #index(sessionKey: string, agentId: string, sessionId: string): Promise<void> {
+    await recordSessionGeneration(this.env.DB, { sessionKey, agentId, sessionId });
+    await upsertSessionIndex(this.env.DB, sessionKey, sessionId);
+  }
+
+  /**
+   * Stores a user message (redacted before it is written) and queues a run for it.
+   * The run engine executes queued runs; until then they stay `queued`.
+   */
+  async enqueueMessage(
+    identity: SessionIdentity,
+    input: { message: string; source: string; limits: SessionLimitsInput },
+  ): Promise<{ runId: string; sessionId: string; seq: number }> {
+    const state = await this.#state(identity);
+    const redacted = redactText(input.message, secretValuesFromEnv(this.env));
+    const runId = newId("run");
+    const now = new Date();
+    let row: TranscriptRow | undefined;
+    this.ctx.storage.transactionSync(() => {
+      row = appendMessage(
+        this.#sql,
+        {
+          session_id: state.sessionId,
+          role: "user",
+          content: redacted,
+          run_id: runId,
+          redactions: redacted === input.message ? [] : ["content"],
+        },
+        now,
+      );
+      this.#sql.run`INSERT INTO runs (id, session_id, source, agent_id, status, message_seq, created_at, updated_at)
+                    VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, 'queued', ${row.seq}, ${now.toISOString()}, ${now.toISOString()})`;
+    });
+    await this.#enforceLimits(state, input.limits);
+    await upsertSessionIndex(this.env.DB, state.sessionKey, state.sessionId);
+    return { runId, sessionId: state.sessionId, seq: (row as TranscriptRow).seq };
+  }
+
+  /**
+   * S1 §5.3 maxTurns / maxBytes: the oldest whole turns over the limits are archived
+   * to R2 (create-only) and only then deleted. A failed write keeps them here.
+   */
+  async #enforceLimits(state: { sessionKey: string; agentId: string; sessionId: string }, limits: SessionLimitsInput): Promise<void> {
+    const size = generationSize(this.#sql, state.sessionId);
+    if (size.userTurns <= limits.maxTurns && size.bytes <= limits.maxBytes) return;
+    const rows = listMessages(this.#sql, state.sessionId, 0, 100_000);
+    let turns = size.userTurns;
+    let bytes = size.bytes;
+    let cut = 0;
+    // Drop whole turns (a user message and everything until the next one), oldest first.
+    while (cut < rows.length - 1 && (turns > limits.maxTurns || bytes > limits.maxBytes)) {
+      let end = cut + 1;
+      while (end < rows.length && (rows[end] as TranscriptRow).role !== "user") end++;
+      if (end >= rows.length) break; // never archive the newest turn
+      for (let i = cut; i < end; i++) bytes -= new TextEncoder().encode((rows[i] as TranscriptRow).content).length;
+      turns--;
+      cut = end;
+    }
+    if (cut === 0) return;
+    const part = rows.slice(0, cut);
+    const first = (part[0] as TranscriptRow).seq;
+    const last = (part.at(-1) as TranscriptRow).seq;
+    const key = partArchiveKey(state.agentId, state.sessionKey, state.sessionId, first, last);
+    try {
+      if (!(await putCreateOnly(this.env.AUDIT, key, exportJsonl(part)))) return;
+    } catch {
+      return; // R2 unavailable: the rows stay; the next message tries again.
+    }
+    this.ctx.storage.transactionSync(() => {
+      this.#sql
+        .run`INSERT INTO archived_parts (session_id, first_seq, last_seq, r2_key) VALUES (${state.sessionId}, ${first}, ${last}, ${key})
+                    ON CONFLICT DO NOTHING`;
+      deleteThrough(this.#sql, state.sessionId, last);
+    });
+  }
+
+  /** `/new`: archives the current generation to R2 and starts another. Nothing changes if the archive fails. */
+  async newSession(identity: SessionIdentity): Promise<GenerationResult> {
+    const state = await this.#state(identity);
+    let result: GenerationResult = { ok: false, reason: "archive_failed" };
+    // No other event may append to the generation while it is archived and switched.
+    await this.ctx.blockConcurrencyWhile(async () => {
+      if (!(await this.#archiveCurrent(state))) return;
+      const sessionId = newId("ses");
+      this.ctx.storage.transactionSync(() => {
+        this.#sql.run`INSERT INTO generations (session_id, started_at) VALUES (${sessionId}, ${new Date().toISOString()})`;
+        this.#sql.run`UPDATE session_state SET session_id = ${sessionId} WHERE id = 1`;
+      });
+      result = { ok: true, sessionId, previousSessionId: state.sessionId };
+    });
+    const outcome = result as GenerationResult; // assigned inside the callback above
+    if (outcome.ok) await this.#index(state.sessionKey, state.agentId, outcome.sessionId);
+    return outcome;
+  }
+
+  /** `/resume <session_id>`: brings back an archived generation of this same session key. */
+  async resumeSession(identity: SessionIdentity, targetSessionId: string): Promise<GenerationResult> {
+    const state = await this.#state(identity);
+    const target = this.#sql.one<{ archive_key: string | null }>`SELECT archive_key FROM generations WHERE session_id = ${targetSessionId}`;
+    if (!target) return { ok: false, reason: "not_found" };
+    if (targetSessionId === state.sessionId) return { ok: true, sessionId: state.sessionId, previousSessionId: state.sessionId };
+    let result: GenerationResult = { ok: false, reason: "archive_failed" };
+    await this.ctx.blockConcurrencyWhile(async () => {
+      if (!(await this.#archiveCurrent(state))) return;
+      const rows = target.archive_key ? await this.#readArchive(target.archive_key) : [];
+      if (rows === null) return;
+      this.ctx.storage.transactionSync(() => {
+        importRows(this.#sql, rows);
+        this.#sql.run`UPDATE generations SET archived_at = NULL WHERE session_id = ${targetSessionId}`;
+        this.#sql.run`UPDATE session_state SET session_id = ${targetSessionId} WHERE id = 1`;
+      });
+      result = { ok: true, sessionId: targetSessionId, previousSessionId: state.sessionId };
+    });
+    const outcome = result as GenerationResult; // assigned inside the callback above
+    if (outcome.ok) await upsertSessionIndex(this.env.DB, state.sessionKey, targetSessionId);
+    return outcome;
+  }
+
+  /** Archives the current generation (create-only), then removes its rows here. False when R2 failed. */
+  async #archiveCurrent(state: { sessionKey: string; agentId: string; sessionId: string }): Promise<boolean> {
+    const rows = listMessages(this.#sql, state.sessionId, 0, 1_000_000);
+    const key = generationArchiveKey(state.agentId, state.sessionKey, state.sessionId);
+    const parts = this.#sql.all<{
+      r2_key: string;
+    }>`SELECT r2_key FROM archived_parts WHERE session_id = ${state.sessionId} ORDER BY first_seq`;
+    let body = "";
+    for (const part of parts) {
+      const archived = await this.#readArchive(part.r2_key);
+      if (archived === null) return false;
+      body += exportJsonl(archived);
+    }
+    body += exportJsonl(rows);
+    try {
+      if (!(await putCreateOnly(this.env.AUDIT, key, body))) return false;
+    } catch {
+      return false;
+    }
+    const last = rows.at(-1)?.seq ?? 0;
+    this.ctx.storage.transactionSync(() => {
+      this.#sql
+        .run`UPDATE generations SET archived_at = ${new Date().toISOString()}, archive_key = ${key} WHERE session_id = ${state.sessionId}`;
+      this.#sql.run`DELETE FROM archived_parts WHERE session_id = ${state.sessionId}`;
+      deleteThrough(this.#sql, state.sessionId, last);
+    });
+    return true;
+  }
+
+  async #readArchive(key: string): Promise<TranscriptRow[] | null> {
+    try {
+      const object = await this.env.AUDIT.get(key);
+      return object ? parseJsonl(await object.text()) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Every message of a generation of this session, in order (archived parts, then live rows). */
+  async messages(sessionId: string): Promise<TranscriptRow[] | null> {
+    const generation = this.#sql.one<{ archive_key: string | null; archived_at: string | null }>`
+      SELECT archive_key, archived_at FROM generations WHERE session_id = ${sessionId}`;
+    if (!generation) return null;
+    if (generation.archived_at && generation.archive_key) return this.#readArchive(generation.archive_key);
+    const rows: TranscriptRow[] = [];
+    for (const part of this.#sql.all<{
+      r2_key: string;
+    }>`SELECT r2_key FROM archived_parts WHERE session_id = ${sessionId} ORDER BY first_seq`) {
+      const archived = await this.#readArchive(part.r2_key);
+      if (archived) rows.push(...archived);
+    }
+    rows.push(...listMessages(this.#sql, sessionId, 0, 1_000_000));
+    return rows;
+  }
+
+  /** A generation's transcript as JSONL, byte-stable. */
+  async exportTranscript(sessionId: string): Promise<string | null> {
+    const rows = await this.messages(sessionId);
+    return rows ? exportJsonl(rows) : null;
+  }
+
+  /** A run's queue entry. */
+  async run(
+    runId: string,
+  ): Promise<{ id: string; session_id: string; status: string; source: string; agent_id: string; message_seq: number } | null> {
+    return (
+      this.#sql.one<{ id: string; session_id: string; status: string; source: string; agent_id: string; message_seq: number }>`
+        SELECT id, session_id, status, source, agent_id, message_seq FROM runs WHERE id = ${runId}` ?? null
+    );
   }
 
   /** Stores the hash-only prompt manifest of a turn (idempotent per turn id; a different one is refused). */

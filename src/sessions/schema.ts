@@ -18,4 +18,47 @@ export const SESSION_MIGRATIONS: Migrations = [
      manifest TEXT NOT NULL,
      created_at TEXT NOT NULL
    );`,
+  // v3: the transcript (S1 §5.2's JSONL, one row per message), generations and the run queue.
+  `CREATE TABLE transcript (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     session_id TEXT NOT NULL,
+     role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+     content TEXT NOT NULL,
+     ts TEXT NOT NULL,
+     run_id TEXT,
+     tool_name TEXT,
+     tool_call_id TEXT,
+     redactions TEXT NOT NULL DEFAULT '[]'
+   );
+   CREATE INDEX transcript_by_session ON transcript (session_id, seq);
+   CREATE TABLE generations (
+     session_id TEXT PRIMARY KEY,
+     started_at TEXT NOT NULL,
+     archived_at TEXT,
+     archive_key TEXT
+   );
+   CREATE TABLE runs (
+     id TEXT PRIMARY KEY,
+     session_id TEXT NOT NULL,
+     source TEXT NOT NULL,
+     agent_id TEXT NOT NULL,
+     status TEXT NOT NULL,
+     message_seq INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE INDEX runs_by_status ON runs (status, created_at);
+   CREATE TABLE session_state (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     session_key TEXT NOT NULL,
+     agent_id TEXT NOT NULL,
+     session_id TEXT NOT NULL
+   );
+   CREATE TABLE archived_parts (
+     session_id TEXT NOT NULL,
+     first_seq INTEGER NOT NULL,
+     last_seq INTEGER NOT NULL,
+     r2_key TEXT NOT NULL,
+     PRIMARY KEY (session_id, first_seq)
+   );`,
 ];

@@ -1,0 +1,86 @@
+/**
+ * `POST /v1/chat/messages` (S3 §5): a chat message from an API caller.
+ * Maps to the session `agent:{agent_id}:http:{room_id}:dm:{user_id}`, stores
+ * the message and queues a run (202), or runs the `/new` and `/resume`
+ * commands at once (200).
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { formatSessionKey, httpChatSessionKey, sessionObjectName } from "../sessions/keys";
+import type { SessionIdentity } from "../sessions/SessionDO";
+import { requireScope } from "./auth";
+import { GatewayError } from "./errors";
+import { type AppEnv, createRouter, requireJsonBody } from "./router";
+
+const IdPart = z.string().regex(/^[A-Za-z0-9+._@=-]{1,128}$/, "1-128 characters of letters, digits and + . _ @ = -");
+
+export const ChatMessageRequest = z
+  .strictObject({
+    user_id: IdPart,
+    room_id: IdPart,
+    agent_id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "lower-case letters, digits, _ and - (at most 64)"),
+    message: z.string().min(1).max(100_000),
+  })
+  .openapi("ChatMessageRequest");
+
+const Queued = z.object({ id: z.string(), status: z.literal("queued"), session_id: z.string() }).openapi("ChatMessageQueued");
+const Immediate = z.object({ response: z.string(), session_id: z.string() }).openapi("ChatCommandResponse");
+const ErrorEnvelope = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).openapi("Error");
+
+const postMessage = createRoute({
+  method: "post",
+  path: "/v1/chat/messages",
+  summary: "Send a chat message (queues a run), or /new and /resume <session_id>",
+  middleware: [requireScope("api"), requireJsonBody] as const,
+  request: { body: { required: true, content: { "application/json": { schema: ChatMessageRequest } } } },
+  responses: {
+    200: { description: "/new or /resume answered at once", content: { "application/json": { schema: Immediate } } },
+    202: { description: "Message stored, run queued", content: { "application/json": { schema: Queued } } },
+    400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
+    401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
+    404: { description: "Unknown agent or session", content: { "application/json": { schema: ErrorEnvelope } } },
+  },
+});
+
+/** The chat routes (api scope). */
+export function chatRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+  app.openapi(postMessage, async (c) => {
+    const body = c.req.valid("json");
+    const config = c.get("config");
+    const agent = Object.hasOwn(config.agents, body.agent_id) ? config.agents[body.agent_id] : undefined;
+    if (!agent) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
+    const key = httpChatSessionKey(body.agent_id, body.room_id, body.user_id);
+    if (!key.ok) throw new GatewayError("invalid.request", key.error);
+    const identity: SessionIdentity = { sessionKey: formatSessionKey(key.key), agentId: body.agent_id };
+    const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
+
+    const command = body.message.trim();
+    if (command === "/new") {
+      const r = await session.newSession(identity);
+      if (!r.ok) throw archiveFailed();
+      return c.json(
+        {
+          response: `Started a new session. The previous one (${r.previousSessionId}) is archived; /resume ${r.previousSessionId} brings it back.`,
+          session_id: r.sessionId,
+        },
+        200,
+      );
+    }
+    if (command === "/resume" || command.startsWith("/resume ")) {
+      const target = command.slice("/resume".length).trim();
+      if (!/^ses_[0-9a-f]{32}$/.test(target)) throw new GatewayError("invalid.request", "usage: /resume <session_id>");
+      const r = await session.resumeSession(identity, target);
+      if (!r.ok && r.reason === "not_found") throw new GatewayError("resource.not_found", `no session ${target} in this conversation`);
+      if (!r.ok) throw archiveFailed();
+      return c.json({ response: `Resumed session ${r.sessionId}.`, session_id: r.sessionId }, 200);
+    }
+
+    const queued = await session.enqueueMessage(identity, { message: body.message, source: "http", limits: agent.session });
+    return c.json({ id: queued.runId, status: "queued" as const, session_id: queued.sessionId }, 202);
+  });
+  return app;
+}
+
+function archiveFailed(): GatewayError {
+  return new GatewayError("internal.error", "could not archive the current session, so nothing was changed; try again", { status: 503 });
+}

@@ -1,0 +1,78 @@
+/**
+ * The D1 session index (migrations/0002_sessions.sql): which sessions exist,
+ * for listing with filters, and which session key a `session_id` belongs to.
+ */
+import { parseSessionKey } from "./keys";
+
+/** Records a generation (session_id → session key); idempotent. */
+export async function recordSessionGeneration(
+  db: D1Database,
+  g: { sessionKey: string; agentId: string; sessionId: string },
+): Promise<void> {
+  await db
+    .prepare(
+      "INSERT INTO session_generations (session_id, session_key, agent_id, started_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id) DO NOTHING",
+    )
+    .bind(g.sessionId, g.sessionKey, g.agentId, new Date().toISOString())
+    .run();
+}
+
+/** Creates or refreshes a session's index row with its current generation. */
+export async function upsertSessionIndex(db: D1Database, sessionKey: string, sessionId: string): Promise<void> {
+  const parsed = parseSessionKey(sessionKey);
+  if (!parsed.ok) throw new Error(parsed.error);
+  const k = parsed.key;
+  const [channel, accountId, scope, peerId] = k.kind === "main" ? ["main", "", "main", ""] : [k.channel, k.accountId, k.scope, k.peerId];
+  const now = new Date().toISOString();
+  await db
+    .prepare(
+      `INSERT INTO sessions (session_key, agent_id, channel, account_id, scope, peer_id, session_id, created_at, updated_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+       ON CONFLICT (session_key) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
+    )
+    .bind(sessionKey, k.agentId, channel, accountId, scope, peerId, sessionId, now)
+    .run();
+}
+
+/** The session key a session_id belongs to, if any. */
+export async function findSessionKey(db: D1Database, sessionId: string): Promise<{ sessionKey: string; agentId: string } | null> {
+  const row = await db
+    .prepare("SELECT session_key, agent_id FROM session_generations WHERE session_id = ?1")
+    .bind(sessionId)
+    .first<{ session_key: string; agent_id: string }>();
+  return row ? { sessionKey: row.session_key, agentId: row.agent_id } : null;
+}
+
+export interface SessionFilters {
+  agentId?: string | undefined;
+  userId?: string | undefined;
+  roomId?: string | undefined;
+  channel?: string | undefined;
+  limit: number;
+}
+
+export interface SessionSummary {
+  session_key: string;
+  agent_id: string;
+  channel: string;
+  room_id: string;
+  user_id: string;
+  scope: string;
+  session_id: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Sessions matching the filters, most recently active first. */
+export async function listSessions(db: D1Database, f: SessionFilters): Promise<SessionSummary[]> {
+  const rows = await db
+    .prepare(
+      `SELECT session_key, agent_id, channel, account_id AS room_id, peer_id AS user_id, scope, session_id, created_at, updated_at
+       FROM sessions
+       WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR peer_id = ?2) AND (?3 IS NULL OR account_id = ?3) AND (?4 IS NULL OR channel = ?4)
+       ORDER BY updated_at DESC, session_key LIMIT ?5`,
+    )
+    .bind(f.agentId ?? null, f.userId ?? null, f.roomId ?? null, f.channel ?? null, f.limit)
+    .all<SessionSummary>();
+  return rows.results;
+}

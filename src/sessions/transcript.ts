@@ -1,0 +1,108 @@
+/**
+ * The transcript of a session, one row per message, in the SessionDO's SQLite
+ * (the JSONL-equivalent of S1 §5.2). `seq` is strictly increasing across the
+ * object's life; each row belongs to one generation (`session_id`).
+ * Export is JSONL, one object per line with a fixed key order: byte-stable,
+ * and `importJsonl(exportJsonl(x))` restores the same rows.
+ */
+import { z } from "zod";
+import type { Sql } from "../storage/sql";
+
+export const TranscriptRow = z.strictObject({
+  seq: z.int().positive(),
+  session_id: z.string().min(1),
+  role: z.enum(["user", "assistant", "tool"]),
+  content: z.string(),
+  ts: z.string(),
+  run_id: z.string().nullable(),
+  tool_name: z.string().nullable(),
+  tool_call_id: z.string().nullable(),
+  redactions: z.array(z.string()),
+});
+export type TranscriptRow = z.infer<typeof TranscriptRow>;
+
+export type NewMessage = Omit<TranscriptRow, "seq" | "ts" | "run_id" | "tool_name" | "tool_call_id" | "redactions"> &
+  Partial<Pick<TranscriptRow, "run_id" | "tool_name" | "tool_call_id" | "redactions">>;
+
+type DbRow = Omit<TranscriptRow, "redactions"> & { redactions: string };
+
+const fromDb = (r: DbRow): TranscriptRow => ({ ...r, redactions: JSON.parse(r.redactions) as string[] });
+
+/** Appends one message; returns the stored row. */
+export function appendMessage(sql: Sql, m: NewMessage, now: Date): TranscriptRow {
+  const ts = now.toISOString();
+  sql.run`INSERT INTO transcript (session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions)
+          VALUES (${m.session_id}, ${m.role}, ${m.content}, ${ts}, ${m.run_id ?? null}, ${m.tool_name ?? null},
+                  ${m.tool_call_id ?? null}, ${JSON.stringify(m.redactions ?? [])})`;
+  const row = sql.one<DbRow>`SELECT * FROM transcript WHERE seq = last_insert_rowid()`;
+  if (!row) throw new Error("transcript insert vanished");
+  return fromDb(row);
+}
+
+/** Messages of one generation in order, after `afterSeq`, at most `limit`. */
+export function listMessages(sql: Sql, sessionId: string, afterSeq = 0, limit = 1000): TranscriptRow[] {
+  return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} AND seq > ${afterSeq} ORDER BY seq LIMIT ${limit}`.map(
+    fromDb,
+  );
+}
+
+/** The newest `limit` messages of a generation, returned oldest first (for context building). */
+export function latestMessages(sql: Sql, sessionId: string, limit: number): TranscriptRow[] {
+  return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} ORDER BY seq DESC LIMIT ${limit}`.map(fromDb).reverse();
+}
+
+/** Count and total content bytes of a generation. */
+export function generationSize(sql: Sql, sessionId: string): { messages: number; userTurns: number; bytes: number } {
+  const row = sql.one<{ messages: number; user_turns: number; bytes: number }>`
+    SELECT COUNT(*) AS messages, COALESCE(SUM(role = 'user'), 0) AS user_turns, COALESCE(SUM(LENGTH(CAST(content AS BLOB))), 0) AS bytes
+    FROM transcript WHERE session_id = ${sessionId}`;
+  return { messages: row?.messages ?? 0, userTurns: row?.user_turns ?? 0, bytes: row?.bytes ?? 0 };
+}
+
+/** One row as a JSONL line (fixed key order, trailing newline). */
+export function toJsonlLine(r: TranscriptRow): string {
+  const ordered = {
+    seq: r.seq,
+    session_id: r.session_id,
+    role: r.role,
+    content: r.content,
+    ts: r.ts,
+    run_id: r.run_id,
+    tool_name: r.tool_name,
+    tool_call_id: r.tool_call_id,
+    redactions: r.redactions,
+  };
+  return `${JSON.stringify(ordered)}\n`;
+}
+
+/** Rows as JSONL. */
+export function exportJsonl(rows: readonly TranscriptRow[]): string {
+  return rows.map(toJsonlLine).join("");
+}
+
+/** Parses JSONL produced by `exportJsonl`; every line is validated. */
+export function parseJsonl(text: string): TranscriptRow[] {
+  return text
+    .split("\n")
+    .filter((line) => line.length > 0)
+    .map((line, i) => {
+      const parsed = TranscriptRow.safeParse(JSON.parse(line));
+      if (!parsed.success) throw new Error(`transcript JSONL line ${i + 1} is invalid`);
+      return parsed.data;
+    });
+}
+
+/** Restores archived rows with their original seq numbers (used by /resume). */
+export function importRows(sql: Sql, rows: readonly TranscriptRow[]): void {
+  for (const r of rows) {
+    sql.run`INSERT INTO transcript (seq, session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions)
+            VALUES (${r.seq}, ${r.session_id}, ${r.role}, ${r.content}, ${r.ts}, ${r.run_id}, ${r.tool_name}, ${r.tool_call_id},
+                    ${JSON.stringify(r.redactions)})
+            ON CONFLICT (seq) DO NOTHING`;
+  }
+}
+
+/** Deletes rows of a generation up to and including `throughSeq` (after they were archived). */
+export function deleteThrough(sql: Sql, sessionId: string, throughSeq: number): void {
+  sql.run`DELETE FROM transcript WHERE session_id = ${sessionId} AND seq <= ${throughSeq}`;
+}
