@@ -4,8 +4,9 @@
  * request never reaches the model; a reply that echoes hidden text never
  * reaches the user. The run engine calls this with its provider adapter.
  */
+import { enforceBudget, type ModelWindow } from "../context/budget";
 import type { Logger } from "../observability/logger";
-import { type AssembledPrompt, type AssemblyInput, assemblePromptStack, logPromptAssembly } from "./assemble";
+import { type AssembledPrompt, type AssemblyInput, assemblePromptStack, logPromptAssembly, toChatMessages } from "./assemble";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "./disclosure";
 import type { PromptManifest } from "./manifest";
 import { checkOutput } from "./output-guard";
@@ -15,11 +16,15 @@ export type GuardedTurn =
   | { status: "refused"; stage: "input"; code: typeof REFUSE_SYSTEM_PROMPT; reply: string; signals: string[] }
   | { status: "refused"; stage: "output"; code: typeof REFUSE_SYSTEM_PROMPT; reply: string; manifest: PromptManifest; reason: string };
 
-/** Runs one turn through both guards; `callModel` is invoked only when the input guard passes. */
+/**
+ * Runs one turn through both guards and the budget; `callModel` is invoked only
+ * when the input guard passes and the prompt fits `context.window` (S1 §1.5:
+ * over budget → `OverBudgetError` before any network call).
+ */
 export async function runGuardedTurn(
   input: AssemblyInput,
   callModel: (prompt: AssembledPrompt) => Promise<string>,
-  context: { logger: Logger; requestId: string },
+  context: { logger: Logger; requestId: string; window?: ModelWindow },
 ): Promise<GuardedTurn> {
   const verdict = classifyDisclosureRequest(input.userMessage);
   if (verdict.refuse) {
@@ -28,6 +33,7 @@ export async function runGuardedTurn(
   }
   const prompt = await assemblePromptStack(input);
   logPromptAssembly(context.logger, context.requestId, prompt.manifest);
+  if (context.window) enforceBudget(context.window, toChatMessages(prompt));
   const reply = await callModel(prompt);
   const inlineHidden = prompt.system.filter((s) => s.id === "inline").map((s) => s.content);
   const output = checkOutput(reply, inlineHidden);

@@ -1,0 +1,69 @@
+/**
+ * From transcript to model context for one turn: S3 §6 caps, then the
+ * model's token budget (S1 §1.5); on overflow, compaction (older turns → a
+ * summary with evidence pointers, the last N turns verbatim); still over →
+ * `OverBudgetError`, before any network call.
+ */
+import { estimateMessagesTokens, inputBudget, type ModelWindow, OverBudgetError } from "./budget";
+import { buildContext, type ContextCaps, type ContextMessage, DEFAULT_CONTEXT_CAPS, type TranscriptEntry } from "./caps";
+import { type CompactableRow, type CompactionSummary, compact } from "./compaction";
+import { estimateTokens } from "./tokens";
+
+export interface HistoryRow extends CompactableRow {
+  tool_call_id?: string | null;
+}
+
+export interface PreparedHistory {
+  messages: ContextMessage[];
+  summary: CompactionSummary | null;
+  estimatedTokens: number;
+}
+
+/** A stored tool row's content is JSON `{summary?, error?, output?}`; anything else counts as output. */
+function toEntry(row: HistoryRow): TranscriptEntry {
+  if (row.role !== "tool") return { role: row.role, content: row.content };
+  let fields: { summary?: string; error?: string; output?: string } = { output: row.content };
+  try {
+    const parsed = JSON.parse(row.content) as Record<string, unknown>;
+    if (parsed && typeof parsed === "object") {
+      fields = {};
+      for (const key of ["summary", "error", "output"] as const) {
+        const v = parsed[key];
+        if (v !== undefined && v !== null) fields[key] = typeof v === "string" ? v : JSON.stringify(v);
+      }
+    }
+  } catch {
+    /* plain text output */
+  }
+  return { role: "tool", toolName: row.tool_name ?? "tool", toolCallId: row.tool_call_id ?? `seq-${row.seq}`, ...fields };
+}
+
+export interface PrepareOptions {
+  window: ModelWindow;
+  /** Tokens of everything else in the prompt: L1–L5 and the L6 user message. */
+  fixedTokens: number;
+  caps?: ContextCaps;
+  /** Turns kept verbatim when compacting (S1 §5.3 "last N turns"). */
+  keepTurns?: number;
+  /** Compact even if it fits (the model's `condense_now` / `condense_smart`). */
+  forceCompaction?: boolean;
+}
+
+/** History for the next turn within the model's budget, compacting if needed. */
+export function prepareHistory(rows: readonly HistoryRow[], o: PrepareOptions): PreparedHistory {
+  const caps = o.caps ?? DEFAULT_CONTEXT_CAPS;
+  const budget = inputBudget(o.window);
+  const full = buildContext(rows.map(toEntry), caps).messages;
+  const fullTokens = o.fixedTokens + estimateMessagesTokens(full);
+  if (fullTokens <= budget && !o.forceCompaction) return { messages: full, summary: null, estimatedTokens: fullTokens };
+
+  const { summary, kept } = compact(rows, o.keepTurns ?? 4);
+  const messages = buildContext(
+    kept.map((r) => toEntry(r as HistoryRow)),
+    caps,
+  ).messages;
+  const summaryTokens = summary ? estimateTokens(summary.text) + 8 : 0;
+  const estimatedTokens = o.fixedTokens + summaryTokens + estimateMessagesTokens(messages);
+  if (estimatedTokens > budget) throw new OverBudgetError(estimatedTokens, budget);
+  return { messages, summary, estimatedTokens };
+}
