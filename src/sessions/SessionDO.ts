@@ -14,6 +14,7 @@ import { generationArchiveKey, partArchiveKey, putCreateOnly } from "./archive";
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
 import { parseSessionKey } from "./keys";
 import { getManifest, listManifests, type RecordResult, recordManifest, type StoredManifest } from "./manifests";
+import { EMPTY_STATE, grantCapability, type NotesTrace, processAssistantNotes, revokeCapability, State } from "./notes";
 import { SESSION_MIGRATIONS } from "./schema";
 import {
   appendMessage,
@@ -21,6 +22,7 @@ import {
   exportJsonl,
   generationSize,
   importRows,
+  latestMessages,
   listMessages,
   parseJsonl,
   type TranscriptRow,
@@ -40,6 +42,20 @@ export interface SessionLimitsInput {
 export type GenerationResult =
   | { ok: true; sessionId: string; previousSessionId: string }
   | { ok: false; reason: "archive_failed" | "not_found" };
+
+/** S4 §1.2 Checkpoint. */
+export interface Checkpoint {
+  session_id: string;
+  revision: number;
+  updated_ts: number;
+  state: State;
+  recent_messages: { role: string; content: string }[];
+  trace_tail: string[];
+}
+
+/** Bounds of the checkpoint's lists. */
+const RECENT_MESSAGES = 20;
+const TRACE_TAIL = 50;
 
 const newId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
 
@@ -273,6 +289,59 @@ export class SessionDO extends DurableObject<Env> {
       this.#sql.one<{ id: string; session_id: string; status: string; source: string; agent_id: string; message_seq: number }>`
         SELECT id, session_id, status, source, agent_id, message_seq FROM runs WHERE id = ${runId}` ?? null
     );
+  }
+
+  /** S4 §1.2 checkpoint: the state, its revision, the bounded recent messages and the trace tail. */
+  async checkpoint(identity: SessionIdentity): Promise<Checkpoint> {
+    const state = await this.#state(identity);
+    const row = this.#sql.one<{ revision: number; updated_ts: number; state: string; trace_tail: string }>`
+      SELECT revision, updated_ts, state, trace_tail FROM checkpoint WHERE id = 1`;
+    const recent = latestMessages(this.#sql, state.sessionId, RECENT_MESSAGES).map((m) => ({ role: m.role, content: m.content }));
+    return {
+      session_id: state.sessionId,
+      revision: row?.revision ?? 0,
+      updated_ts: row?.updated_ts ?? 0,
+      state: row ? State.parse(JSON.parse(row.state)) : EMPTY_STATE,
+      recent_messages: recent,
+      trace_tail: row ? (JSON.parse(row.trace_tail) as string[]) : [],
+    };
+  }
+
+  #saveCheckpoint(state: State, traces: readonly NotesTrace[]): void {
+    const row = this.#sql.one<{ revision: number; trace_tail: string }>`SELECT revision, trace_tail FROM checkpoint WHERE id = 1`;
+    const tail = [...(row ? (JSON.parse(row.trace_tail) as string[]) : []), ...traces.map((t) => JSON.stringify(t))].slice(-TRACE_TAIL);
+    const revision = (row?.revision ?? 0) + 1;
+    this.#sql
+      .run`INSERT INTO checkpoint (id, revision, updated_ts, state, trace_tail) VALUES (1, ${revision}, ${Date.now() / 1000}, ${JSON.stringify(state)}, ${JSON.stringify(tail)})
+                  ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, updated_ts = excluded.updated_ts, state = excluded.state, trace_tail = excluded.trace_tail`;
+  }
+
+  /**
+   * S4 §2 for one assistant reply: strips NOTES from the visible text, applies the
+   * patch, runs its actions, and persists the new checkpoint. Malformed NOTES are traced, never fatal.
+   */
+  async applyAssistantNotes(
+    identity: SessionIdentity,
+    reply: string,
+  ): Promise<{ visible: string; checkpoint: Checkpoint; traces: NotesTrace[]; compaction: "now" | "smart" | null }> {
+    const current = await this.checkpoint(identity);
+    const result = processAssistantNotes(current.state, reply);
+    if (result.traces.length > 0 || result.state !== current.state) this.#saveCheckpoint(result.state, result.traces);
+    return { visible: result.visible, checkpoint: await this.checkpoint(identity), traces: result.traces, compaction: result.compaction };
+  }
+
+  /** Admin: grants a capability (S4 §1.1), removing it from pending. */
+  async grantCapability(identity: SessionIdentity, cap: string): Promise<Checkpoint> {
+    const current = await this.checkpoint(identity);
+    this.#saveCheckpoint(grantCapability(current.state, cap), []);
+    return this.checkpoint(identity);
+  }
+
+  /** Admin: revokes a granted capability. */
+  async revokeCapability(identity: SessionIdentity, cap: string): Promise<Checkpoint> {
+    const current = await this.checkpoint(identity);
+    this.#saveCheckpoint(revokeCapability(current.state, cap), []);
+    return this.checkpoint(identity);
   }
 
   /** Stores the hash-only prompt manifest of a turn (idempotent per turn id; a different one is refused). */

@@ -61,4 +61,12 @@ export const SESSION_MIGRATIONS: Migrations = [
      r2_key TEXT NOT NULL,
      PRIMARY KEY (session_id, first_seq)
    );`,
+  // v4: the S4 checkpoint (state, revision, bounded recent messages, trace tail).
+  `CREATE TABLE checkpoint (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     revision INTEGER NOT NULL,
+     updated_ts REAL NOT NULL,
+     state TEXT NOT NULL,
+     trace_tail TEXT NOT NULL
+   );`,
 ];
