@@ -62,7 +62,10 @@ export function prepareHistory(rows: readonly HistoryRow[], o: PrepareOptions): 
     kept.map((r) => toEntry(r as HistoryRow)),
     caps,
   ).messages;
-  const summaryTokens = summary ? estimateTokens(summary.text) + 8 : 0;
+  // As the assembler wraps it inside L6, plus a margin for rounding when texts are joined.
+  const summaryTokens = summary
+    ? estimateTokens(`=== CONVERSATION_SUMMARY ===\n${summary.text}\n=== END_CONVERSATION_SUMMARY ===\n\n`) + 4
+    : 0;
   const estimatedTokens = o.fixedTokens + summaryTokens + estimateMessagesTokens(messages);
   if (estimatedTokens > budget) throw new OverBudgetError(estimatedTokens, budget);
   return { messages, summary, estimatedTokens };

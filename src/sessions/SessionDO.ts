@@ -7,13 +7,19 @@
  * RPC methods return results rather than throwing for expected refusals.
  */
 import { DurableObject } from "cloudflare:workers";
+import { type ModelWindow, OverBudgetError } from "../context/budget";
+import type { ContextMessage } from "../context/caps";
+import { compact } from "../context/compaction";
+import { prepareHistory } from "../context/history";
+import { estimateTokens } from "../context/tokens";
 import type { PromptManifest } from "../prompts/manifest";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
-import { generationArchiveKey, partArchiveKey, putCreateOnly } from "./archive";
+import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey } from "./archive";
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
 import { parseSessionKey } from "./keys";
 import { getManifest, listManifests, type RecordResult, recordManifest, type StoredManifest } from "./manifests";
+import { type MemoryItem, type MemoryKind, type RetrievedItem, recall, remember } from "./memory";
 import { EMPTY_STATE, grantCapability, type NotesTrace, processAssistantNotes, revokeCapability, State } from "./notes";
 import { SESSION_MIGRATIONS } from "./schema";
 import {
@@ -56,6 +62,10 @@ export interface Checkpoint {
 /** Bounds of the checkpoint's lists. */
 const RECENT_MESSAGES = 20;
 const TRACE_TAIL = 50;
+/** Turns kept verbatim by compaction (S1 §5.3 "last N turns"). */
+const DEFAULT_KEEP_TURNS = 4;
+/** The most transcript rows read to build one turn's history: per-turn cost does not grow with the transcript. */
+const HISTORY_WINDOW = 400;
 
 const newId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
 
@@ -327,7 +337,106 @@ export class SessionDO extends DurableObject<Env> {
     const current = await this.checkpoint(identity);
     const result = processAssistantNotes(current.state, reply);
     if (result.traces.length > 0 || result.state !== current.state) this.#saveCheckpoint(result.state, result.traces);
+    if (result.compaction) await this.compactNow(identity, result.compaction === "now" ? 2 : DEFAULT_KEEP_TURNS);
     return { visible: result.visible, checkpoint: await this.checkpoint(identity), traces: result.traces, compaction: result.compaction };
+  }
+
+  /** Stores a memory item (idempotent: same kind and text, same id). */
+  async remember(identity: SessionIdentity, item: { kind: MemoryKind; text: string }): Promise<MemoryItem> {
+    await this.#state(identity);
+    return remember(this.#sql, { kind: item.kind, text: item.text, from_seq: null, to_seq: null }, new Date());
+  }
+
+  /** The best memory items for a query (S4 §5), best first. */
+  async recall(identity: SessionIdentity, query: string, k = 5): Promise<RetrievedItem[]> {
+    await this.#state(identity);
+    return recall(this.#sql, query, k);
+  }
+
+  /** The newest stored compaction summary of the current generation. */
+  #latestSummary(sessionId: string): MemoryItem | undefined {
+    const first = this.#sql.one<{ seq: number }>`SELECT MIN(seq) AS seq FROM transcript WHERE session_id = ${sessionId}`;
+    return this.#sql.one<{
+      id: string;
+      kind: MemoryKind;
+      text: string;
+      from_seq: number | null;
+      to_seq: number | null;
+      created_at: string;
+    }>`
+      SELECT id, kind, text, from_seq, to_seq, created_at FROM memory
+      WHERE kind = 'summary' AND to_seq >= ${first?.seq ?? 0} ORDER BY to_seq DESC LIMIT 1` as MemoryItem | undefined;
+  }
+
+  /**
+   * Stores a compaction summary (a derived artifact with evidence pointers) as a
+   * memory item and archives it to R2 (create-only). The transcript itself is kept.
+   */
+  async #storeSummary(
+    state: { sessionKey: string; agentId: string; sessionId: string },
+    summary: { fromSeq: number; toSeq: number; evidence: [number, number][]; text: string },
+  ): Promise<MemoryItem> {
+    const item = await remember(
+      this.#sql,
+      { kind: "summary", text: summary.text, from_seq: summary.fromSeq, to_seq: summary.toSeq },
+      new Date(),
+    );
+    const key = summaryArchiveKey(state.agentId, state.sessionKey, state.sessionId, summary.fromSeq, summary.toSeq);
+    const body = `${JSON.stringify({ id: item.id, session_id: state.sessionId, from_seq: summary.fromSeq, to_seq: summary.toSeq, evidence: summary.evidence, text: summary.text })}\n`;
+    try {
+      await putCreateOnly(this.env.AUDIT, key, body);
+    } catch {
+      // The summary is derived and kept in the object; the archive copy is written again by the next compaction.
+    }
+    return item;
+  }
+
+  /** Compacts now (the model's condense actions): everything but the last `keepTurns` turns becomes a summary. */
+  async compactNow(identity: SessionIdentity, keepTurns = DEFAULT_KEEP_TURNS): Promise<MemoryItem | null> {
+    const state = await this.#state(identity);
+    const previous = this.#latestSummary(state.sessionId);
+    const rows = listMessages(this.#sql, state.sessionId, previous?.to_seq ?? 0, HISTORY_WINDOW);
+    const { summary } = compact(rows, keepTurns);
+    return summary ? this.#storeSummary(state, summary) : null;
+  }
+
+  /**
+   * The history for the next model turn (S3 §6 caps, S1 §1.5 budget, S1 §5.3
+   * compaction): stored summaries plus the newest rows after them, bounded, so the
+   * cost does not grow with the transcript. `over_budget` when even the compacted
+   * history cannot fit — the caller must not call the model.
+   */
+  async buildHistory(
+    identity: SessionIdentity,
+    o: { window: ModelWindow; fixedTokens: number; keepTurns?: number },
+  ): Promise<
+    | { ok: true; messages: ContextMessage[]; summaries: string[]; estimatedTokens: number }
+    | { ok: false; error: "over_budget"; estimatedTokens: number; inputBudget: number }
+  > {
+    const state = await this.#state(identity);
+    const previous = this.#latestSummary(state.sessionId);
+    const rows = latestMessages(this.#sql, state.sessionId, HISTORY_WINDOW).filter((r) => r.seq > (previous?.to_seq ?? 0));
+    const summaries = previous ? [previous.text] : [];
+    // As the assembler will wrap it inside L6, plus a margin for rounding when texts are joined.
+    const wrapped = (t: string) => estimateTokens(`=== CONVERSATION_SUMMARY ===\n${t}\n=== END_CONVERSATION_SUMMARY ===\n\n`) + 4;
+    const summaryTokens = summaries.reduce((n, t) => n + wrapped(t), 0);
+    let prepared: ReturnType<typeof prepareHistory>;
+    try {
+      prepared = prepareHistory(rows, {
+        window: o.window,
+        fixedTokens: o.fixedTokens + summaryTokens,
+        keepTurns: o.keepTurns ?? DEFAULT_KEEP_TURNS,
+      });
+    } catch (err) {
+      if (err instanceof OverBudgetError)
+        return { ok: false, error: "over_budget", estimatedTokens: err.estimatedInputTokens, inputBudget: err.inputBudget };
+      throw err;
+    }
+    if (prepared.summary) {
+      await this.#storeSummary(state, prepared.summary);
+      summaries.push(prepared.summary.text);
+    }
+    return { ok: true, messages: prepared.messages, summaries, estimatedTokens: prepared.estimatedTokens };
   }
 
   /** Admin: grants a capability (S4 §1.1), removing it from pending. */

@@ -26,3 +26,9 @@ export async function putCreateOnly(bucket: R2Bucket, key: string, body: string)
   const existing = await bucket.get(key);
   return existing !== null && (await existing.text()) === body;
 }
+
+/** Where a compaction summary (a derived artifact with its evidence pointers) is archived. */
+export function summaryArchiveKey(agentId: string, sessionKey: string, sessionId: string, fromSeq: number, toSeq: number): string {
+  const pad = (n: number) => String(n).padStart(12, "0");
+  return `agents/${agentId}/sessions/${sessionKey}/${sessionId}.summary-${pad(fromSeq)}-${pad(toSeq)}.json`;
+}

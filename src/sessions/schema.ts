@@ -69,4 +69,14 @@ export const SESSION_MIGRATIONS: Migrations = [
      state TEXT NOT NULL,
      trace_tail TEXT NOT NULL
    );`,
+  // v5: memory items (summaries, decisions, notes) and their FTS5 index (S4 §5).
+  `CREATE TABLE memory (
+     id TEXT PRIMARY KEY,
+     kind TEXT NOT NULL CHECK (kind IN ('summary', 'decision', 'note')),
+     text TEXT NOT NULL,
+     from_seq INTEGER,
+     to_seq INTEGER,
+     created_at TEXT NOT NULL
+   );
+   CREATE VIRTUAL TABLE memory_fts USING fts5(id UNINDEXED, text, tokenize = 'unicode61');`,
 ];

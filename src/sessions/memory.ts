@@ -1,0 +1,91 @@
+/**
+ * Session memory and retrieval (S4 §5): items with stable ids — compaction
+ * summaries, decisions, notes — indexed with SQLite FTS5 in the SessionDO and
+ * ranked with bm25. The retrieved block goes inside L6 (DESIGN), formatted
+ * exactly as S4 shows:
+ *
+ *   === RETRIEVED_MEMORY ===
+ *   - id=mem_xxx score=0.412
+ *     excerpt...
+ *   === END_RETRIEVED_MEMORY ===
+ *
+ * (The assembler adds the two marker lines around `formatRetrievedItems`.)
+ */
+import { sha256Hex } from "../prompts/hash";
+import type { Sql } from "../storage/sql";
+
+export type MemoryKind = "summary" | "decision" | "note";
+
+export interface MemoryItem {
+  id: string;
+  kind: MemoryKind;
+  text: string;
+  from_seq: number | null;
+  to_seq: number | null;
+  created_at: string;
+}
+
+export interface RetrievedItem {
+  id: string;
+  kind: MemoryKind;
+  score: number;
+  text: string;
+}
+
+/** A stable id: the same kind and text always get the same id. */
+export async function memoryId(kind: MemoryKind, text: string): Promise<string> {
+  return `mem_${(await sha256Hex(`${kind}\n${text}`)).slice(0, 16)}`;
+}
+
+/** Stores an item (idempotent by id) in the table and the FTS index. */
+export async function remember(sql: Sql, item: Omit<MemoryItem, "id" | "created_at">, now: Date): Promise<MemoryItem> {
+  const id = await memoryId(item.kind, item.text);
+  const created = now.toISOString();
+  const inserted = sql.run`INSERT INTO memory (id, kind, text, from_seq, to_seq, created_at) VALUES (${id}, ${item.kind}, ${item.text}, ${item.from_seq}, ${item.to_seq}, ${created})
+                           ON CONFLICT (id) DO NOTHING`;
+  if (inserted > 0) sql.run`INSERT INTO memory_fts (id, text) VALUES (${id}, ${item.text})`;
+  const row = sql.one<{ id: string; kind: MemoryKind; text: string; from_seq: number | null; to_seq: number | null; created_at: string }>`
+    SELECT id, kind, text, from_seq, to_seq, created_at FROM memory WHERE id = ${id}`;
+  return row as MemoryItem;
+}
+
+/** Words of a free-text query as an FTS5 OR-query of quoted terms (no operator injection). */
+export function ftsQuery(query: string): string | null {
+  const words = query
+    .normalize("NFKC")
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((w) => w.length >= 2)
+    .slice(0, 32);
+  if (words.length === 0) return null;
+  return [...new Set(words)].map((w) => `"${w.replaceAll('"', '""')}"`).join(" OR ");
+}
+
+/** The best `k` items for `query`, best first; score = −bm25 (higher is better), 3 decimals. */
+export function recall(sql: Sql, query: string, k = 5): RetrievedItem[] {
+  const match = ftsQuery(query);
+  if (!match) return [];
+  return sql.all<{ id: string; kind: MemoryKind; text: string; rank: number }>`
+      SELECT m.id AS id, m.kind AS kind, m.text AS text, bm25(memory_fts) AS rank
+      FROM memory_fts JOIN memory m ON m.id = memory_fts.id
+      WHERE memory_fts MATCH ${match}
+      ORDER BY rank, m.id LIMIT ${Math.max(1, Math.min(20, k))}`.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    text: r.text,
+    score: Math.round(-r.rank * 1000) / 1000,
+  }));
+}
+
+const EXCERPT_CHARS = 400;
+
+/** The inner lines of S4 §5's block: `- id=… score=…` then the excerpt indented by two spaces. */
+export function formatRetrievedItems(items: readonly RetrievedItem[]): string {
+  return items
+    .map((item) => {
+      const flat = item.text.replace(/\s+/g, " ").trim();
+      const excerpt = flat.length <= EXCERPT_CHARS ? flat : `${flat.slice(0, EXCERPT_CHARS - 1)}…`;
+      return `- id=${item.id} score=${item.score.toFixed(3)}\n  ${excerpt}`;
+    })
+    .join("\n");
+}
