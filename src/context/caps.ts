@@ -9,6 +9,7 @@
  * Pure, and it walks from the newest message backwards, stopping once the
  * budget is spent: cost grows with what is kept, not with transcript length.
  */
+import { placeholdersForModel } from "../security/redact";
 
 /** S3 §6 caps, in characters; configurable per agent. */
 export interface ContextCaps {
@@ -55,7 +56,8 @@ export function normaliseToolEntry(e: Extract<TranscriptEntry, { role: "tool" }>
 
 function toMessage(e: TranscriptEntry, caps: ContextCaps): ContextMessage {
   const content = e.role === "tool" ? normaliseToolEntry(e, caps) : e.content;
-  return { role: e.role, content: capText(content, caps.perMessage) };
+  // Redaction placeholders are never fed back as if they were content (S1 §5.4).
+  return { role: e.role, content: capText(placeholdersForModel(content), caps.perMessage) };
 }
 
 /**

@@ -39,3 +39,50 @@ export function secretValuesFromEnv(env: object): string[] {
   }
   return values.filter((v) => v.length >= MIN_LITERAL_SECRET);
 }
+
+/** The placeholder redaction leaves behind: `[REDACTED:<kind>]`. */
+export const REDACTION_PLACEHOLDER = /\[REDACTED:[a-z0-9_]+\]/g;
+
+/**
+ * Text for the model: redaction placeholders become a plain note, so that the
+ * model never treats `[REDACTED:…]` as if it were the value (and copies it into
+ * a tool call or a reply).
+ */
+export function placeholdersForModel(text: string): string {
+  return text.replace(REDACTION_PLACEHOLDER, "(a credential was removed here by the gateway)");
+}
+
+/**
+ * A secret split across two consecutive messages ("my key is sk-abc" + "def…"):
+ * finds credential patterns and literal secrets in `previous + current` that
+ * cross the boundary, and redacts both halves. Returns the texts to store.
+ */
+export function redactAcrossBoundary(
+  previous: string,
+  current: string,
+  literalSecrets: readonly string[] = [],
+): { previous: string; current: string; changed: boolean } {
+  const joined = previous + current;
+  const cut = previous.length;
+  const spans: [number, number][] = [];
+  for (const secret of literalSecrets) {
+    if (secret.length < MIN_LITERAL_SECRET) continue;
+    for (let at = joined.indexOf(secret); at >= 0; at = joined.indexOf(secret, at + 1)) {
+      if (at < cut && at + secret.length > cut) spans.push([at, at + secret.length]);
+    }
+  }
+  for (const { pattern } of GLOBAL_PATTERNS) {
+    for (const m of joined.matchAll(pattern)) {
+      const start = m.index ?? 0;
+      if (start < cut && start + m[0].length > cut) spans.push([start, start + m[0].length]);
+    }
+  }
+  if (spans.length === 0) return { previous, current, changed: false };
+  const start = Math.min(...spans.map(([s]) => s));
+  const end = Math.max(...spans.map(([, e]) => e));
+  return {
+    previous: `${previous.slice(0, start)}[REDACTED:split_secret]`,
+    current: `[REDACTED:split_secret]${current.slice(end - cut)}`,
+    changed: true,
+  };
+}

@@ -13,7 +13,7 @@ import { compact } from "../context/compaction";
 import { prepareHistory } from "../context/history";
 import { estimateTokens } from "../context/tokens";
 import type { PromptManifest } from "../prompts/manifest";
-import { redactText, secretValuesFromEnv } from "../security/redact";
+import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
 import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey } from "./archive";
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
@@ -126,11 +126,21 @@ export class SessionDO extends DurableObject<Env> {
     input: { message: string; source: string; limits: SessionLimitsInput },
   ): Promise<{ runId: string; sessionId: string; seq: number }> {
     const state = await this.#state(identity);
-    const redacted = redactText(input.message, secretValuesFromEnv(this.env));
+    const secrets = secretValuesFromEnv(this.env);
+    let redacted = redactText(input.message, secrets);
+    // A secret may have been split across this message and the previous user message.
+    const previous = this.#sql.one<{ seq: number; content: string; redactions: string }>`
+      SELECT seq, content, redactions FROM transcript WHERE session_id = ${state.sessionId} AND role = 'user' ORDER BY seq DESC LIMIT 1`;
+    const split = previous ? redactAcrossBoundary(previous.content, redacted, secrets) : undefined;
+    if (split?.changed) redacted = split.current;
     const runId = newId("run");
     const now = new Date();
     let row: TranscriptRow | undefined;
     this.ctx.storage.transactionSync(() => {
+      if (previous && split?.changed) {
+        const paths = [...new Set([...(JSON.parse(previous.redactions) as string[]), "content"])];
+        this.#sql.run`UPDATE transcript SET content = ${split.previous}, redactions = ${JSON.stringify(paths)} WHERE seq = ${previous.seq}`;
+      }
       row = appendMessage(
         this.#sql,
         {
