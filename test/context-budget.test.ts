@@ -160,3 +160,25 @@ describe("S1 §5.3 compaction", () => {
     ).toThrow(OverBudgetError);
   });
 });
+
+describe("per-turn cost does not grow with transcript length", () => {
+  it("collectRecentRows reads the same pages for 100 and 100,000 messages", async () => {
+    const { collectRecentRows } = await import("../src/context/history");
+    const pagesRead = (total: number) => {
+      let calls = 0;
+      let rowsRead = 0;
+      const rows = collectRecentRows((before, limit) => {
+        calls++;
+        const out: { seq: number; content: string }[] = [];
+        for (let seq = Math.min(before - 1, total); seq >= 1 && out.length < limit; seq--) out.push({ seq, content: "x".repeat(200) });
+        rowsRead += out.length;
+        return out;
+      });
+      return { calls, rowsRead, first: rows[0]?.seq, last: rows.at(-1)?.seq };
+    };
+    // 200-character messages: 12000 / 200 = 60 rows fill the S3 cap, so one 64-row page is enough.
+    expect(pagesRead(100)).toEqual({ calls: 1, rowsRead: 64, first: 37, last: 100 });
+    expect(pagesRead(100_000)).toEqual({ calls: 1, rowsRead: 64, first: 99_937, last: 100_000 });
+    expect(pagesRead(10)).toEqual({ calls: 1, rowsRead: 10, first: 1, last: 10 });
+  });
+});

@@ -70,3 +70,33 @@ export function prepareHistory(rows: readonly HistoryRow[], o: PrepareOptions): 
   if (estimatedTokens > budget) throw new OverBudgetError(estimatedTokens, budget);
   return { messages, summary, estimatedTokens };
 }
+
+/** Rows fetched per page when collecting recent history. */
+export const HISTORY_PAGE = 64;
+/** Never read more than this many rows for one turn (pathological transcripts of tiny messages). */
+export const HISTORY_MAX_ROWS = 2048;
+
+/**
+ * The newest rows, oldest first, read page by page (newest first) only until
+ * they hold more characters than the S3 context cap can use — so a turn reads
+ * about the same amount whether the transcript has 100 or 100,000 messages.
+ * `fetchPage(beforeSeq, limit)` returns rows with seq < beforeSeq, newest first.
+ */
+export function collectRecentRows<R extends { seq: number; content: string }>(
+  fetchPage: (beforeSeq: number, limit: number) => R[],
+  caps: ContextCaps = DEFAULT_CONTEXT_CAPS,
+): R[] {
+  const newestFirst: R[] = [];
+  let chars = 0;
+  let before = Number.MAX_SAFE_INTEGER;
+  while (chars <= caps.total && newestFirst.length < HISTORY_MAX_ROWS) {
+    const page = fetchPage(before, HISTORY_PAGE);
+    for (const row of page) {
+      newestFirst.push(row);
+      chars += Math.min(row.content.length, caps.perMessage);
+    }
+    if (page.length < HISTORY_PAGE) break;
+    before = (page.at(-1) as R).seq;
+  }
+  return newestFirst.reverse();
+}

@@ -10,7 +10,7 @@ import { DurableObject } from "cloudflare:workers";
 import { type ModelWindow, OverBudgetError } from "../context/budget";
 import type { ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
-import { prepareHistory } from "../context/history";
+import { collectRecentRows, prepareHistory } from "../context/history";
 import { estimateTokens } from "../context/tokens";
 import type { PromptManifest } from "../prompts/manifest";
 import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
@@ -30,6 +30,7 @@ import {
   importRows,
   latestMessages,
   listMessages,
+  messagesBefore,
   parseJsonl,
   type TranscriptRow,
 } from "./transcript";
@@ -425,7 +426,9 @@ export class SessionDO extends DurableObject<Env> {
   > {
     const state = await this.#state(identity);
     const previous = this.#latestSummary(state.sessionId);
-    const rows = latestMessages(this.#sql, state.sessionId, HISTORY_WINDOW).filter((r) => r.seq > (previous?.to_seq ?? 0));
+    const after = previous?.to_seq ?? 0;
+    // Only as many of the newest rows as the context can use, page by page: per-turn cost does not grow with the transcript.
+    const rows = collectRecentRows((beforeSeq, limit) => messagesBefore(this.#sql, state.sessionId, after, beforeSeq, limit));
     const summaries = previous ? [previous.text] : [];
     // As the assembler will wrap it inside L6, plus a margin for rounding when texts are joined.
     const wrapped = (t: string) => estimateTokens(`=== CONVERSATION_SUMMARY ===\n${t}\n=== END_CONVERSATION_SUMMARY ===\n\n`) + 4;

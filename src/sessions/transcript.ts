@@ -51,6 +51,13 @@ export function latestMessages(sql: Sql, sessionId: string, limit: number): Tran
   return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} ORDER BY seq DESC LIMIT ${limit}`.map(fromDb).reverse();
 }
 
+/** Rows of a generation with afterSeq < seq < beforeSeq, newest first, at most `limit`. */
+export function messagesBefore(sql: Sql, sessionId: string, afterSeq: number, beforeSeq: number, limit: number): TranscriptRow[] {
+  return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} AND seq > ${afterSeq} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`.map(
+    fromDb,
+  );
+}
+
 /** Count and total content bytes of a generation. */
 export function generationSize(sql: Sql, sessionId: string): { messages: number; userTurns: number; bytes: number } {
   const row = sql.one<{ messages: number; user_turns: number; bytes: number }>`
