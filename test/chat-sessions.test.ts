@@ -293,3 +293,84 @@ describe("admin session views", () => {
     expect(res.status).toBe(403);
   });
 });
+
+describe("assistant replies (S1 §5.5 streaming rule)", () => {
+  const identity = (channel: string, room: string) => ({ sessionKey: `agent:main:${channel}:${room}:dm:u`, agentId: "main" });
+
+  it("external sessions store final assistant messages only; partial chunks are refused", async () => {
+    const id = identity("telegram", room());
+    const stub = env.SESSIONS.getByName(id.sessionKey);
+    const q = await stub.enqueueMessage(id, { message: "hi", source: "telegram", limits: { maxTurns: 100, maxBytes: 1_000_000 } });
+    expect(await stub.recordAssistantReply(id, { runId: q.runId, content: "Hel", partial: true, allowPartial: true })).toEqual({
+      stored: false,
+      reason: "final_only",
+    });
+    const final = await stub.recordAssistantReply(id, {
+      runId: q.runId,
+      content: 'Hello! <<<NOTES_JSON>>>{"add_decisions":["greet"]}<<<END_NOTES_JSON>>>',
+    });
+    expect(final).toMatchObject({ stored: true, visible: "Hello!" });
+    const rows = (await stub.messages(q.sessionId)) ?? [];
+    expect(rows.map((r) => [r.role, r.content])).toEqual([
+      ["user", "hi"],
+      ["assistant", "Hello!"],
+    ]);
+    expect((await stub.checkpoint(id)).state.decisions).toEqual(["greet"]);
+  });
+
+  it("a local session may store partial chunks only when explicitly allowed", async () => {
+    const id = identity("cli", room());
+    const stub = env.SESSIONS.getByName(id.sessionKey);
+    const q = await stub.enqueueMessage(id, { message: "hi", source: "cli", limits: { maxTurns: 100, maxBytes: 1_000_000 } });
+    expect(await stub.recordAssistantReply(id, { runId: q.runId, content: "Hel", partial: true })).toEqual({
+      stored: false,
+      reason: "final_only",
+    });
+    expect(await stub.recordAssistantReply(id, { runId: q.runId, content: "Hel", partial: true, allowPartial: true })).toMatchObject({
+      stored: true,
+    });
+  });
+
+  it("assistant replies are redacted before they are stored", async () => {
+    const id = identity("http", room());
+    const stub = env.SESSIONS.getByName(id.sessionKey);
+    const q = await stub.enqueueMessage(id, { message: "show me", source: "http", limits: { maxTurns: 100, maxBytes: 1_000_000 } });
+    const r = await stub.recordAssistantReply(id, { runId: q.runId, content: "here: AKIAIOSFODNN7EXAMPLE" });
+    expect(r).toMatchObject({ stored: true, visible: "here: [REDACTED:aws_access_key_id]" });
+  });
+});
+
+describe("maxBytes", () => {
+  it("the oldest turns over maxBytes are archived to R2 before they leave the object", async () => {
+    const parsed = parseGatewayConfig({
+      models: {
+        default: "moonshot:kimi-k1-128k",
+        providers: {
+          moonshot: {
+            baseUrl: "https://api.moonshot.cn/v1",
+            models: { "kimi-k1-128k": { contextWindow: 131072, maxOutputTokens: 4096, supportsTools: true, supportsStreaming: true } },
+          },
+        },
+      },
+      agents: { main: { session: { maxBytes: 4096 } } },
+    });
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const limited = createApp({ config: parsed.value, logger: createLogger("error") });
+    const r = room();
+    let sessionId = "";
+    for (let i = 1; i <= 6; i++)
+      sessionId = (await send({ user_id: "ub", room_id: r, agent_id: "main", message: `${i} ${"x".repeat(1000)}` }, ALICE, limited)).body
+        .session_id;
+    // Every message is still readable, in order.
+    expect(
+      (await admin(`/api/admin/chat/sessions/${sessionId}/messages`)).body.messages.map((m: { content: string }) => m.content[0]),
+    ).toEqual(["1", "2", "3", "4", "5", "6"]);
+    // Six messages of 1002 bytes against maxBytes 4096: the two oldest went to R2, four (4008 bytes) stay live.
+    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:${r}:dm:ub/` });
+    const archived: string[] = [];
+    for (const o of listed.objects.filter((x) => x.key.includes(".part-"))) {
+      archived.push(...parseJsonl(await ((await env.AUDIT.get(o.key)) as R2ObjectBody).text()).map((m) => m.content[0] as string));
+    }
+    expect(archived).toEqual(["1", "2"]);
+  });
+});
