@@ -15,7 +15,8 @@ const ALICE = "test-api-token-alice-0123456789";
 const ADMIN = "test-admin-token-0123456789abcdef";
 const app = createApp({ logger: createLogger("error") });
 
-function limitedApp(maxTurns: number) {
+/** The app with agent main's session limits overridden. */
+function limitedApp(session: { maxTurns?: number; maxBytes?: number }) {
   const parsed = parseGatewayConfig({
     models: {
       default: "moonshot:kimi-k1-128k",
@@ -26,7 +27,7 @@ function limitedApp(maxTurns: number) {
         },
       },
     },
-    agents: { main: { session: { maxTurns } } },
+    agents: { main: { session } },
   });
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
   return createApp({ config: parsed.value, logger: createLogger("error") });
@@ -219,7 +220,7 @@ describe("transcript storage", () => {
   });
 
   it("maxTurns is enforced by archiving the oldest turns to R2, never by losing them", async () => {
-    const limited = limitedApp(3);
+    const limited = limitedApp({ maxTurns: 3 });
     const r = room();
     let sessionId = "";
     for (let i = 1; i <= 5; i++)
@@ -342,20 +343,7 @@ describe("assistant replies (S1 §5.5 streaming rule)", () => {
 
 describe("maxBytes", () => {
   it("the oldest turns over maxBytes are archived to R2 before they leave the object", async () => {
-    const parsed = parseGatewayConfig({
-      models: {
-        default: "moonshot:kimi-k1-128k",
-        providers: {
-          moonshot: {
-            baseUrl: "https://api.moonshot.cn/v1",
-            models: { "kimi-k1-128k": { contextWindow: 131072, maxOutputTokens: 4096, supportsTools: true, supportsStreaming: true } },
-          },
-        },
-      },
-      agents: { main: { session: { maxBytes: 4096 } } },
-    });
-    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
-    const limited = createApp({ config: parsed.value, logger: createLogger("error") });
+    const limited = limitedApp({ maxBytes: 4096 });
     const r = room();
     let sessionId = "";
     for (let i = 1; i <= 6; i++)
