@@ -78,7 +78,8 @@ export function compact(rows: readonly CompactableRow[], keepTurns: number, maxS
       "\n",
     );
   }
-  const fromSeq = (old[0]?.[0] as CompactableRow).seq;
-  const toSeq = (old.at(-1)?.at(-1) as CompactableRow).seq;
+  // `old` is non-empty here (there are more turns than are kept), and every turn has a row.
+  const fromSeq = (evidence[0] as [number, number])[0];
+  const toSeq = (evidence.at(-1) as [number, number])[1];
   return { summary: { fromSeq, toSeq, evidence, text: `Summary of turns seq ${fromSeq}-${toSeq}:\n${text}` }, kept };
 }
