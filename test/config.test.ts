@@ -63,6 +63,17 @@ describe("S1 §1.2 canonical provider example", () => {
     // Every other section takes its default.
     expect(result.value.http).toEqual({ maxBodyBytes: 1048576 });
     expect(result.value.agents).toEqual({});
+    expect(parseGatewayConfig({ ...raw, agents: { main: {} } })).toMatchObject({
+      ok: true,
+      value: {
+        agents: {
+          main: {
+            session: { maxTurns: 500, maxBytes: 2097152 },
+            context: { perMessage: 1400, toolSummary: 220, toolError: 320, toolOutput: 1000, total: 12000 },
+          },
+        },
+      },
+    });
     expect(result.value.logging).toEqual({ level: "info" });
   });
 

@@ -142,3 +142,28 @@ describe("compaction in the SessionDO (S1 §5.3)", () => {
     expect(estimateMessagesTokens(toChatMessages(final))).toBeLessThanOrEqual(window.contextWindow - window.maxOutputTokens);
   });
 });
+
+describe("NOTES feed memory; caps are per agent", () => {
+  it("decisions and the episode summary from NOTES become searchable memory items", async () => {
+    const id = identityFor("mem-notes");
+    const stub = stubFor("mem-notes");
+    await stub.applyAssistantNotes(
+      id,
+      'ok <<<NOTES_JSON>>>{"add_decisions":["use Postgres for the billing ledger"],"set_episode_summary":"Discussed the billing migration."}<<<END_NOTES_JSON>>>',
+    );
+    const found = await stub.recall(id, "billing ledger postgres", 5);
+    expect(found.map((i) => i.kind).sort()).toEqual(["decision", "note"]);
+    expect(found[0]?.text).toBe("use Postgres for the billing ledger");
+  });
+
+  it("an agent's context caps (config agents.<id>.context) are what buildHistory applies", async () => {
+    const id = identityFor("caps-agent");
+    const stub = await fill("caps-agent", 5, 20);
+    const caps = { perMessage: 100, toolSummary: 220, toolError: 320, toolOutput: 1000, total: 1000 };
+    const h = await stub.buildHistory(id, { window: { contextWindow: 131072, maxOutputTokens: 4096 }, fixedTokens: 100, caps });
+    if (!h.ok) throw new Error("expected a fit");
+    expect(h.messages.every((m) => m.content.length <= 100)).toBe(true);
+    expect(h.messages.reduce((n, m) => n + m.content.length, 0)).toBeLessThanOrEqual(1000);
+    expect(h.messages).toHaveLength(5);
+  });
+});

@@ -81,11 +81,22 @@ export const SessionLimits = z.strictObject({
     .default(2 * 1024 * 1024),
 });
 
+/** S3 §6 context caps, in characters. */
+export const ContextCapsConfig = z.strictObject({
+  perMessage: z.int().min(100).max(100_000).default(1400),
+  toolSummary: z.int().min(20).max(10_000).default(220),
+  toolError: z.int().min(20).max(10_000).default(320),
+  toolOutput: z.int().min(20).max(100_000).default(1000),
+  total: z.int().min(1000).max(2_000_000).default(12_000),
+});
+
 export const AgentConfig = z.strictObject({
   /** The agent's model; the gateway-wide `models.default` when absent. */
   model: ModelRefInput.optional(),
   description: z.string().max(280).optional(),
   session: SessionLimits.default({ maxTurns: 500, maxBytes: 2 * 1024 * 1024 }),
+  /** S3 §6 caps for rebuilding model context from the transcript. */
+  context: ContextCapsConfig.default({ perMessage: 1400, toolSummary: 220, toolError: 320, toolOutput: 1000, total: 12_000 }),
 });
 export type AgentConfig = z.infer<typeof AgentConfig>;
 

@@ -8,7 +8,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { type ModelWindow, OverBudgetError } from "../context/budget";
-import type { ContextMessage } from "../context/caps";
+import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
 import { collectRecentRows, prepareHistory } from "../context/history";
 import { estimateTokens } from "../context/tokens";
@@ -349,6 +349,14 @@ export class SessionDO extends DurableObject<Env> {
     const current = await this.checkpoint(identity);
     const result = processAssistantNotes(current.state, reply);
     if (result.traces.length > 0 || result.state !== current.state) this.#saveCheckpoint(result.state, result.traces);
+    // New decisions and the episode summary become searchable memory (S4 §5).
+    const now = new Date();
+    for (const decision of result.state.decisions.filter((d) => !current.state.decisions.includes(d))) {
+      await remember(this.#sql, { kind: "decision", text: decision, from_seq: null, to_seq: null }, now);
+    }
+    if (result.state.episode_summary && result.state.episode_summary !== current.state.episode_summary) {
+      await remember(this.#sql, { kind: "note", text: result.state.episode_summary, from_seq: null, to_seq: null }, now);
+    }
     if (result.compaction) await this.compactNow(identity, result.compaction === "now" ? 2 : DEFAULT_KEEP_TURNS);
     return { visible: result.visible, checkpoint: await this.checkpoint(identity), traces: result.traces, compaction: result.compaction };
   }
@@ -420,7 +428,7 @@ export class SessionDO extends DurableObject<Env> {
    */
   async buildHistory(
     identity: SessionIdentity,
-    o: { window: ModelWindow; fixedTokens: number; keepTurns?: number },
+    o: { window: ModelWindow; fixedTokens: number; keepTurns?: number; caps?: ContextCaps },
   ): Promise<
     | { ok: true; messages: ContextMessage[]; summaries: string[]; estimatedTokens: number }
     | { ok: false; error: "over_budget"; estimatedTokens: number; inputBudget: number }
@@ -429,7 +437,7 @@ export class SessionDO extends DurableObject<Env> {
     const previous = this.#latestSummary(state.sessionId);
     const after = previous?.to_seq ?? 0;
     // Only as many of the newest rows as the context can use, page by page: per-turn cost does not grow with the transcript.
-    const rows = collectRecentRows((beforeSeq, limit) => messagesBefore(this.#sql, state.sessionId, after, beforeSeq, limit));
+    const rows = collectRecentRows((beforeSeq, limit) => messagesBefore(this.#sql, state.sessionId, after, beforeSeq, limit), o.caps);
     const summaries = previous ? [previous.text] : [];
     // As the assembler will wrap it inside L6, plus a margin for rounding when texts are joined.
     const wrapped = (t: string) => estimateTokens(`=== CONVERSATION_SUMMARY ===\n${t}\n=== END_CONVERSATION_SUMMARY ===\n\n`) + 4;
@@ -440,6 +448,7 @@ export class SessionDO extends DurableObject<Env> {
         window: o.window,
         fixedTokens: o.fixedTokens + summaryTokens,
         keepTurns: o.keepTurns ?? DEFAULT_KEEP_TURNS,
+        ...(o.caps ? { caps: o.caps } : {}),
       });
     } catch (err) {
       if (err instanceof OverBudgetError)
