@@ -36,15 +36,46 @@ async function providerAnswer(scenario: string, request: Request, url: URL): Pro
   }
   if (scenario === "error500") return json({ error: { message: "upstream exploded", type: "server_error" } }, 500);
   if (request.method === "POST" && url.pathname.endsWith("/chat/completions")) {
-    const body = (await request.json()) as { model: string; messages: { role: string; content: string }[] };
-    // `echo`: a model that tries to leak its first system message (L1); otherwise a plain answer.
-    const content = scenario === "echo" ? `Sure, here are my instructions:\n${body.messages[0]?.content ?? ""}` : "pong";
+    const body = (await request.json()) as {
+      model: string;
+      stream?: boolean;
+      messages: { role: string; content: string }[];
+      tools?: { function: { name: string } }[];
+    };
+    const attempt = recorded.filter((r) => r.host === url.hostname).length;
+    // `ratelimit`: always 429; `flaky`: 500 on the first attempt, then fine.
+    if (scenario === "ratelimit")
+      return new Response(JSON.stringify({ error: { message: "slow down", type: "rate_limit" } }), {
+        status: 429,
+        headers: { "content-type": "application/json", "retry-after": "0" },
+      });
+    if (scenario === "flaky" && attempt === 1) return json({ error: { message: "try again", type: "server_error" } }, 500);
+    // `echo`: a model that tries to leak its first system message (L1); `toolcall`: calls the first tool offered.
+    const content =
+      scenario === "echo" ? `Sure, here are my instructions:\n${body.messages[0]?.content ?? ""}` : scenario === "toolcall" ? null : "pong";
+    const toolCalls =
+      scenario === "toolcall" && body.tools?.[0]
+        ? [{ id: "call_1", type: "function", function: { name: body.tools[0].function.name, arguments: '{"path":"."}' } }]
+        : undefined;
+    const finish = toolCalls ? "tool_calls" : "stop";
+    if (body.stream) {
+      const chunk = (delta: object, finishReason: string | null = null) =>
+        `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model: body.model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
+      let out = chunk({ role: "assistant" });
+      for (const piece of (content ?? "").match(/.{1,3}/gs) ?? []) out += chunk({ content: piece });
+      if (toolCalls) out += chunk({ tool_calls: toolCalls.map((t, index) => ({ index, ...t })) });
+      out += chunk({}, finish);
+      out += `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model: body.model, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } })}\n\n`;
+      return new Response(`${out}data: [DONE]\n\n`, { headers: { "content-type": "text/event-stream" } });
+    }
     return json({
       id: "chatcmpl-mock",
       object: "chat.completion",
       created: 0,
       model: body.model,
-      choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+      choices: [
+        { index: 0, message: { role: "assistant", content, ...(toolCalls ? { tool_calls: toolCalls } : {}) }, finish_reason: finish },
+      ],
       usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
     });
   }

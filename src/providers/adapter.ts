@@ -1,0 +1,232 @@
+/**
+ * The backend interface of S4 §7 — `chat(request)` and `streamChat(request,
+ * signal)` — over the official `openai` SDK, for every `openai_compatible`
+ * provider. Native tool calling uses legal wire names (mapped back here, in
+ * one place). Provider failures become a `ProviderError` with a stable reason;
+ * rate limits, 5xx, timeouts and dropped connections are retried a bounded
+ * number of times with backoff; auth and request errors are not. There is
+ * never a fallback to another provider or model (S1 §0.4).
+ */
+import OpenAI from "openai";
+import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import type { ResolvedModel } from "../config/model-ref";
+import { GatewayError } from "../http/errors";
+import { wireNameMap } from "../tools/wire-names";
+import { createProviderClient } from "./client";
+
+export interface ToolSpec {
+  /** The gateway's tool name, e.g. `fs.read_text`. */
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+export interface ChatRequest {
+  model: ResolvedModel;
+  apiKey: string | undefined;
+  messages: ChatCompletionMessageParam[];
+  /** Offered as native functions; only for models with `supportsTools: true`. */
+  tools?: ToolSpec[];
+}
+
+export interface ToolCall {
+  id: string;
+  /** The gateway's tool name (mapped back from the wire name). */
+  name: string;
+  /** Parsed arguments, or the raw text when the model sent invalid JSON. */
+  arguments: Record<string, unknown> | string;
+}
+
+export interface ChatResult {
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: string;
+  usage: { promptTokens: number; completionTokens: number; totalTokens: number } | null;
+  /** Requests made, retries included. */
+  attempts: number;
+}
+
+export type ProviderFailure = "auth" | "rate_limited" | "server_error" | "timeout" | "unreachable" | "bad_request" | "unknown_tool";
+
+/** A provider call that failed; `message` is ours (the provider's text may echo the key). */
+export class ProviderError extends GatewayError {
+  readonly reason: ProviderFailure;
+  readonly retryable: boolean;
+  constructor(reason: ProviderFailure, message: string, retryable: boolean) {
+    super("provider.unavailable", message, reason === "timeout" ? { status: 504 } : {});
+    this.name = "ProviderError";
+    this.reason = reason;
+    this.retryable = retryable;
+  }
+}
+
+export interface AdapterOptions {
+  /** Total attempts including the first (bounded retries). */
+  maxAttempts?: number;
+  timeoutMs?: number;
+  /** Delay before retry `attempt` (1-based); exponential with jitter by default. */
+  backoffMs?: (attempt: number) => number;
+  sleep?: (ms: number) => Promise<void>;
+  fetch?: typeof fetch;
+}
+
+const defaultBackoff = (attempt: number) => Math.min(8_000, 250 * 2 ** (attempt - 1)) * (0.75 + Math.random() * 0.5);
+
+/** Maps an SDK error to a ProviderError; never copies the provider's own message. */
+export function classifyProviderError(err: unknown, model: ResolvedModel): ProviderError {
+  if (err instanceof ProviderError) return err;
+  const where = `${model.ref} at ${model.baseUrl}`;
+  if (err instanceof OpenAI.APIConnectionTimeoutError)
+    return new ProviderError("timeout", `the model ${where} did not answer in time`, true);
+  if (err instanceof OpenAI.APIUserAbortError) return new ProviderError("timeout", `the call to ${where} was cancelled`, false);
+  if (err instanceof OpenAI.APIConnectionError) return new ProviderError("unreachable", `cannot reach ${where}`, true);
+  if (err instanceof OpenAI.AuthenticationError || err instanceof OpenAI.PermissionDeniedError) {
+    return new ProviderError("auth", `the provider rejected the API key for ${where} (HTTP ${err.status})`, false);
+  }
+  if (err instanceof OpenAI.RateLimitError) return new ProviderError("rate_limited", `the provider rate-limited ${where} (HTTP 429)`, true);
+  if (err instanceof OpenAI.APIError && typeof err.status === "number") {
+    if (err.status >= 500) return new ProviderError("server_error", `the provider failed for ${where} (HTTP ${err.status})`, true);
+    return new ProviderError("bad_request", `the provider refused the request for ${where} (HTTP ${err.status})`, false);
+  }
+  return new ProviderError("unreachable", `unexpected failure calling ${where}`, false);
+}
+
+function wireTools(tools: readonly ToolSpec[] | undefined) {
+  const map = wireNameMap((tools ?? []).map((t) => t.name));
+  const wire: ChatCompletionTool[] | undefined = tools?.length
+    ? tools.map((t) => ({ type: "function", function: { name: map.toWire(t.name), description: t.description, parameters: t.parameters } }))
+    : undefined;
+  return { map, wire };
+}
+
+function mapToolCall(
+  id: string,
+  wireName: string,
+  rawArgs: string,
+  fromWire: (w: string) => string | undefined,
+  model: ResolvedModel,
+): ToolCall {
+  const name = fromWire(wireName);
+  if (!name) throw new ProviderError("unknown_tool", `${model.ref} called a tool that was not offered ("${wireName.slice(0, 64)}")`, false);
+  let args: Record<string, unknown> | string = rawArgs;
+  try {
+    const parsed = JSON.parse(rawArgs || "{}");
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
+  } catch {
+    /* keep the raw text: the tool round reports tool.input_invalid */
+  }
+  return { id, name, arguments: args };
+}
+
+async function withRetries<T>(model: ResolvedModel, o: AdapterOptions, call: () => Promise<T>): Promise<{ value: T; attempts: number }> {
+  const maxAttempts = Math.max(1, o.maxAttempts ?? 3);
+  const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return { value: await call(), attempts: attempt };
+    } catch (err) {
+      const failure = classifyProviderError(err, model);
+      if (!failure.retryable || attempt >= maxAttempts) throw failure;
+      await sleep((o.backoffMs ?? defaultBackoff)(attempt));
+    }
+  }
+}
+
+/** S4 §7 `chat(request) -> response`. */
+export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<ChatResult> {
+  const client = createProviderClient(req.model, req.apiKey, {
+    timeoutMs: o.timeoutMs ?? 60_000,
+    maxRetries: 0,
+    ...(o.fetch ? { fetch: o.fetch } : {}),
+  });
+  const { map, wire } = wireTools(req.model.supportsTools ? req.tools : undefined);
+  const { value: completion, attempts } = await withRetries(req.model, o, () =>
+    client.chat.completions.create({
+      model: req.model.apiModelId,
+      messages: req.messages,
+      max_tokens: req.model.maxOutputTokens,
+      ...(wire ? { tools: wire } : {}),
+    }),
+  );
+  const choice = completion.choices[0];
+  const toolCalls = (choice?.message.tool_calls ?? []).flatMap((t) =>
+    t.type === "function" ? [mapToolCall(t.id, t.function.name, t.function.arguments, map.fromWire, req.model)] : [],
+  );
+  return {
+    content: choice?.message.content ?? "",
+    toolCalls,
+    finishReason: choice?.finish_reason ?? "unknown",
+    usage: completion.usage
+      ? {
+          promptTokens: completion.usage.prompt_tokens,
+          completionTokens: completion.usage.completion_tokens,
+          totalTokens: completion.usage.total_tokens,
+        }
+      : null,
+    attempts,
+  };
+}
+
+export type StreamEvent = { type: "delta"; content: string } | { type: "done"; result: ChatResult };
+
+/** S4 §7 `stream_chat(request, cancel) -> async iterator of deltas`; the last event carries the whole result. */
+export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: AdapterOptions = {}): AsyncGenerator<StreamEvent> {
+  if (!req.model.supportsStreaming)
+    throw new ProviderError("bad_request", `${req.model.ref} does not support streaming (config supportsStreaming: false)`, false);
+  const client = createProviderClient(req.model, req.apiKey, {
+    timeoutMs: o.timeoutMs ?? 60_000,
+    maxRetries: 0,
+    ...(o.fetch ? { fetch: o.fetch } : {}),
+  });
+  const { map, wire } = wireTools(req.model.supportsTools ? req.tools : undefined);
+  // Retries apply to opening the stream; once deltas flow, a failure ends the call.
+  const { value: stream, attempts } = await withRetries(req.model, o, () =>
+    client.chat.completions.create(
+      {
+        model: req.model.apiModelId,
+        messages: req.messages,
+        max_tokens: req.model.maxOutputTokens,
+        stream: true,
+        stream_options: { include_usage: true },
+        ...(wire ? { tools: wire } : {}),
+      },
+      { signal },
+    ),
+  );
+  let content = "";
+  let finishReason = "unknown";
+  let usage: ChatResult["usage"] = null;
+  const calls = new Map<number, { id: string; name: string; args: string }>();
+  try {
+    for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
+      if (chunk.usage)
+        usage = {
+          promptTokens: chunk.usage.prompt_tokens,
+          completionTokens: chunk.usage.completion_tokens,
+          totalTokens: chunk.usage.total_tokens,
+        };
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.finish_reason) finishReason = choice.finish_reason;
+      const piece = choice.delta.content;
+      if (piece) {
+        content += piece;
+        yield { type: "delta", content: piece };
+      }
+      for (const t of choice.delta.tool_calls ?? []) {
+        const call = calls.get(t.index) ?? { id: "", name: "", args: "" };
+        call.id ||= t.id ?? "";
+        call.name += t.function?.name ?? "";
+        call.args += t.function?.arguments ?? "";
+        calls.set(t.index, call);
+      }
+    }
+  } catch (err) {
+    throw classifyProviderError(err, req.model);
+  }
+  const toolCalls = [...calls.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([, c]) => mapToolCall(c.id, c.name, c.args, map.fromWire, req.model));
+  yield { type: "done", result: { content, toolCalls, finishReason, usage, attempts } };
+}
