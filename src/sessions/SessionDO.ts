@@ -20,7 +20,7 @@ import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey 
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
 import { parseSessionKey } from "./keys";
 import { getManifest, listManifests, type RecordResult, recordManifest, type StoredManifest } from "./manifests";
-import { type MemoryItem, type MemoryKind, type RetrievedItem, recall, remember } from "./memory";
+import { latestSummary, type MemoryItem, type MemoryKind, type RetrievedItem, recall, remember } from "./memory";
 import { EMPTY_STATE, grantCapability, type NotesTrace, processAssistantNotes, revokeCapability, State } from "./notes";
 import { SESSION_MIGRATIONS } from "./schema";
 import {
@@ -376,16 +376,7 @@ export class SessionDO extends DurableObject<Env> {
   /** The newest stored compaction summary of the current generation. */
   #latestSummary(sessionId: string): MemoryItem | undefined {
     const first = this.#sql.one<{ seq: number }>`SELECT MIN(seq) AS seq FROM transcript WHERE session_id = ${sessionId}`;
-    return this.#sql.one<{
-      id: string;
-      kind: MemoryKind;
-      text: string;
-      from_seq: number | null;
-      to_seq: number | null;
-      created_at: string;
-    }>`
-      SELECT id, kind, text, from_seq, to_seq, created_at FROM memory
-      WHERE kind = 'summary' AND to_seq >= ${first?.seq ?? 0} ORDER BY to_seq DESC LIMIT 1` as MemoryItem | undefined;
+    return latestSummary(this.#sql, first?.seq ?? 0);
   }
 
   /**

@@ -44,9 +44,15 @@ export async function remember(sql: Sql, item: Omit<MemoryItem, "id" | "created_
   const inserted = sql.run`INSERT INTO memory (id, kind, text, from_seq, to_seq, created_at) VALUES (${id}, ${item.kind}, ${item.text}, ${item.from_seq}, ${item.to_seq}, ${created})
                            ON CONFLICT (id) DO NOTHING`;
   if (inserted > 0) sql.run`INSERT INTO memory_fts (id, text) VALUES (${id}, ${item.text})`;
-  const row = sql.one<{ id: string; kind: MemoryKind; text: string; from_seq: number | null; to_seq: number | null; created_at: string }>`
-    SELECT id, kind, text, from_seq, to_seq, created_at FROM memory WHERE id = ${id}`;
-  return row as MemoryItem;
+  return sql.one<MemoryRow>`SELECT id, kind, text, from_seq, to_seq, created_at FROM memory WHERE id = ${id}` as MemoryItem;
+}
+
+type MemoryRow = { id: string; kind: MemoryKind; text: string; from_seq: number | null; to_seq: number | null; created_at: string };
+
+/** The newest compaction summary that reaches at least `minToSeq` (i.e. covers the current generation). */
+export function latestSummary(sql: Sql, minToSeq: number): MemoryItem | undefined {
+  return sql.one<MemoryRow>`SELECT id, kind, text, from_seq, to_seq, created_at FROM memory
+                            WHERE kind = 'summary' AND to_seq >= ${minToSeq} ORDER BY to_seq DESC LIMIT 1`;
 }
 
 /** Words of a free-text query as an FTS5 OR-query of quoted terms (no operator injection). */
