@@ -97,3 +97,34 @@ describe("typed SQL helper", () => {
     });
   });
 });
+
+describe("live generation size (maxTurns/maxBytes checks read one row)", () => {
+  it("the trigger-kept counters equal a full recount after inserts, redaction updates, archiving deletes, /new and /resume", async () => {
+    const { generationSize } = await import("../src/sessions/transcript");
+    const identity = { sessionKey: "agent:main:http:size-room:dm:size-user", agentId: "main" };
+    const s = stub(identity.sessionKey);
+    const limits = { maxTurns: 3, maxBytes: 1_000_000 };
+    const first = await s.enqueueMessage(identity, { message: "my key is sk-abcdefghij", source: "http", limits });
+    await s.enqueueMessage(identity, { message: "klmnopqrstuvwxyz123456 thanks", source: "http", limits }); // rewrites the previous row
+    await s.recordAssistantReply(identity, { runId: first.runId, content: "Noted — 中文 ✓" });
+    for (let i = 0; i < 4; i++) await s.enqueueMessage(identity, { message: `turn ${i}`, source: "http", limits }); // archives the oldest turns
+    const fresh = await s.newSession(identity);
+    if (!fresh.ok) throw new Error("newSession failed");
+    await s.enqueueMessage(identity, { message: "in the new generation", source: "http", limits });
+    await s.resumeSession(identity, first.sessionId); // re-imports the archived rows
+    await runInDurableObject(s, (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      for (const { session_id } of sql.all<{ session_id: string }>`SELECT session_id FROM generations`) {
+        const recount = sql.one<{ messages: number; user_turns: number; bytes: number }>`
+          SELECT COUNT(*) AS messages, COALESCE(SUM(role = 'user'), 0) AS user_turns, COALESCE(SUM(LENGTH(CAST(content AS BLOB))), 0) AS bytes
+          FROM transcript WHERE session_id = ${session_id}`;
+        expect(generationSize(sql, session_id)).toEqual({
+          messages: recount?.messages,
+          userTurns: recount?.user_turns,
+          bytes: recount?.bytes,
+        });
+      }
+      expect(generationSize(sql, first.sessionId).userTurns).toBeGreaterThan(0);
+    });
+  });
+});

@@ -61,6 +61,9 @@ export interface Checkpoint {
   trace_tail: string[];
 }
 
+/** How stale the D1 index row's `updated_at` may get before a message refreshes it. */
+const INDEX_REFRESH_MS = 60_000;
+
 /** Bounds of the checkpoint's lists. */
 const RECENT_MESSAGES = 20;
 const TRACE_TAIL = 50;
@@ -116,7 +119,21 @@ export class SessionDO extends DurableObject<Env> {
 
   async #index(sessionKey: string, agentId: string, sessionId: string): Promise<void> {
     await recordSessionGeneration(this.env.DB, { sessionKey, agentId, sessionId });
+    await this.#refreshIndex(sessionKey, sessionId, true);
+  }
+
+  /**
+   * Keeps the D1 index row's `updated_at` roughly current without a D1 write on
+   * every message: at most one refresh per INDEX_REFRESH_MS, or at once when forced
+   * (a new session or generation).
+   */
+  async #refreshIndex(sessionKey: string, sessionId: string, force = false): Promise<void> {
+    const now = Date.now();
+    const last = Number(this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = 'indexed_at'`?.value ?? 0);
+    if (!force && now - last < INDEX_REFRESH_MS) return;
     await upsertSessionIndex(this.env.DB, sessionKey, sessionId);
+    this.#sql
+      .run`INSERT INTO session_meta (key, value) VALUES ('indexed_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
   }
 
   /**
@@ -158,7 +175,7 @@ export class SessionDO extends DurableObject<Env> {
                     VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, 'queued', ${row.seq}, ${now.toISOString()}, ${now.toISOString()})`;
     });
     await this.#enforceLimits(state, input.limits);
-    await upsertSessionIndex(this.env.DB, state.sessionKey, state.sessionId);
+    await this.#refreshIndex(state.sessionKey, state.sessionId);
     return { runId, sessionId: state.sessionId, seq: (row as TranscriptRow).seq };
   }
 
@@ -238,7 +255,7 @@ export class SessionDO extends DurableObject<Env> {
       result = { ok: true, sessionId: targetSessionId, previousSessionId: state.sessionId };
     });
     const outcome = result as GenerationResult; // assigned inside the callback above
-    if (outcome.ok) await upsertSessionIndex(this.env.DB, state.sessionKey, targetSessionId);
+    if (outcome.ok) await this.#refreshIndex(state.sessionKey, targetSessionId, true);
     return outcome;
   }
 

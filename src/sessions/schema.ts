@@ -79,4 +79,25 @@ export const SESSION_MIGRATIONS: Migrations = [
      created_at TEXT NOT NULL
    );
    CREATE VIRTUAL TABLE memory_fts USING fts5(id UNINDEXED, text, tokenize = 'unicode61');`,
+  // v6: live size of each generation, kept by triggers so that checking maxTurns/maxBytes on every
+  // message reads one row instead of scanning the transcript (per-message cost must not grow with it).
+  `ALTER TABLE generations ADD COLUMN live_messages INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE generations ADD COLUMN live_user_turns INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE generations ADD COLUMN live_bytes INTEGER NOT NULL DEFAULT 0;
+   UPDATE generations SET
+     live_messages = (SELECT COUNT(*) FROM transcript t WHERE t.session_id = generations.session_id),
+     live_user_turns = (SELECT COUNT(*) FROM transcript t WHERE t.session_id = generations.session_id AND t.role = 'user'),
+     live_bytes = (SELECT COALESCE(SUM(LENGTH(CAST(t.content AS BLOB))), 0) FROM transcript t WHERE t.session_id = generations.session_id);
+   CREATE TRIGGER transcript_size_insert AFTER INSERT ON transcript BEGIN
+     UPDATE generations SET live_messages = live_messages + 1, live_user_turns = live_user_turns + (NEW.role = 'user'),
+       live_bytes = live_bytes + LENGTH(CAST(NEW.content AS BLOB)) WHERE session_id = NEW.session_id;
+   END;
+   CREATE TRIGGER transcript_size_delete AFTER DELETE ON transcript BEGIN
+     UPDATE generations SET live_messages = live_messages - 1, live_user_turns = live_user_turns - (OLD.role = 'user'),
+       live_bytes = live_bytes - LENGTH(CAST(OLD.content AS BLOB)) WHERE session_id = OLD.session_id;
+   END;
+   CREATE TRIGGER transcript_size_update AFTER UPDATE OF content ON transcript BEGIN
+     UPDATE generations SET live_bytes = live_bytes - LENGTH(CAST(OLD.content AS BLOB)) + LENGTH(CAST(NEW.content AS BLOB))
+       WHERE session_id = NEW.session_id;
+   END;`,
 ];

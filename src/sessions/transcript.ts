@@ -58,11 +58,10 @@ export function messagesBefore(sql: Sql, sessionId: string, afterSeq: number, be
   );
 }
 
-/** Count and total content bytes of a generation. */
+/** Count, user turns and content bytes of a generation's live rows (kept by triggers, see schema v6). */
 export function generationSize(sql: Sql, sessionId: string): { messages: number; userTurns: number; bytes: number } {
   const row = sql.one<{ messages: number; user_turns: number; bytes: number }>`
-    SELECT COUNT(*) AS messages, COALESCE(SUM(role = 'user'), 0) AS user_turns, COALESCE(SUM(LENGTH(CAST(content AS BLOB))), 0) AS bytes
-    FROM transcript WHERE session_id = ${sessionId}`;
+    SELECT live_messages AS messages, live_user_turns AS user_turns, live_bytes AS bytes FROM generations WHERE session_id = ${sessionId}`;
   return { messages: row?.messages ?? 0, userTurns: row?.user_turns ?? 0, bytes: row?.bytes ?? 0 };
 }
 
