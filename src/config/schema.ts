@@ -8,6 +8,7 @@
  * documents every key; keep the two in step.
  */
 import { z } from "zod";
+import { AGENT_ID } from "../sessions/keys";
 
 /** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
 export const ProviderId = z
@@ -19,8 +20,8 @@ export const ModelId = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, "model ids are 1-128 characters of letters, digits and . _ : / -");
 
-/** Agent ids appear inside session keys, so they exclude `:`. */
-export const AgentId = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "agent ids are lower-case letters, digits, _ and - (at most 64)");
+/** Agent ids appear inside session keys, so they follow the session-key grammar. */
+export const AgentId = z.string().regex(AGENT_ID, "agent ids are lower-case letters, digits, _ and - (at most 64)");
 
 /** `provider:model` or `{ provider, model }` (S1 §1.4). */
 export const ModelRefInput = z.union([z.string().min(3), z.strictObject({ provider: z.string().min(1), model: z.string().min(1) })]);

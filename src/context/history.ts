@@ -4,6 +4,8 @@
  * summary with evidence pointers, the last N turns verbatim); still over →
  * `OverBudgetError`, before any network call.
  */
+
+import { l6ContextBlock } from "../prompts/assemble";
 import { estimateMessagesTokens, inputBudget, type ModelWindow, OverBudgetError } from "./budget";
 import { buildContext, type ContextCaps, type ContextMessage, DEFAULT_CONTEXT_CAPS, type TranscriptEntry } from "./caps";
 import { type CompactableRow, type CompactionSummary, compact } from "./compaction";
@@ -62,13 +64,18 @@ export function prepareHistory(rows: readonly HistoryRow[], o: PrepareOptions): 
     kept.map((r) => toEntry(r as HistoryRow)),
     caps,
   ).messages;
-  // As the assembler wraps it inside L6, plus a margin for rounding when texts are joined.
-  const summaryTokens = summary
-    ? estimateTokens(`=== CONVERSATION_SUMMARY ===\n${summary.text}\n=== END_CONVERSATION_SUMMARY ===\n\n`) + 4
-    : 0;
+  const summaryTokens = summary ? summaryTokensInL6(summary.text) : 0;
   const estimatedTokens = o.fixedTokens + summaryTokens + estimateMessagesTokens(messages);
   if (estimatedTokens > budget) throw new OverBudgetError(estimatedTokens, budget);
   return { messages, summary, estimatedTokens };
+}
+
+/**
+ * Tokens a compaction summary costs once the assembler has wrapped it inside L6,
+ * plus a margin for rounding when texts are joined.
+ */
+export function summaryTokensInL6(text: string): number {
+  return estimateTokens(`${l6ContextBlock("compaction_summary", text)}\n\n`) + 4;
 }
 
 /** Rows fetched per page when collecting recent history. */

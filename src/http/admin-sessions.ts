@@ -5,11 +5,11 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { findSessionKey, listSessions } from "../sessions/index-d1";
+import { SESSION_ID } from "../sessions/keys";
+import { TranscriptRow } from "../sessions/transcript";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
-import { type AppEnv, createRouter } from "./router";
-
-const ErrorEnvelope = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 const SessionSummary = z
   .object({
@@ -25,17 +25,8 @@ const SessionSummary = z
   })
   .openapi("SessionSummary");
 
-const Message = z
-  .object({
-    seq: z.number(),
-    role: z.enum(["user", "assistant", "tool"]),
-    content: z.string(),
-    ts: z.string(),
-    run_id: z.string().nullable(),
-    tool_name: z.string().nullable(),
-    tool_call_id: z.string().nullable(),
-  })
-  .openapi("SessionMessage");
+/** A transcript row as admins see it: everything but the generation id (in the envelope) and redaction paths. */
+const Message = TranscriptRow.omit({ session_id: true, redactions: true }).openapi("SessionMessage");
 
 const listRoute = createRoute({
   method: "get",
@@ -65,7 +56,7 @@ const messagesRoute = createRoute({
   path: "/api/admin/chat/sessions/{session_id}/messages",
   summary: "The ordered messages of one session generation",
   middleware: [requireScope("admin")] as const,
-  request: { params: z.object({ session_id: z.string().regex(/^ses_[0-9a-f]{32}$/) }) },
+  request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }) },
   responses: {
     200: {
       description: "Messages in order",

@@ -5,26 +5,25 @@
  * commands at once (200).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { formatSessionKey, httpChatSessionKey, sessionObjectName } from "../sessions/keys";
+import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
 import type { SessionIdentity } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
-import { type AppEnv, createRouter, requireJsonBody } from "./router";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
-const IdPart = z.string().regex(/^[A-Za-z0-9+._@=-]{1,128}$/, "1-128 characters of letters, digits and + . _ @ = -");
+const IdPart = z.string().regex(KEY_PART, "1-128 characters of letters, digits and + . _ @ = -");
 
 export const ChatMessageRequest = z
   .strictObject({
     user_id: IdPart,
     room_id: IdPart,
-    agent_id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "lower-case letters, digits, _ and - (at most 64)"),
+    agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
     message: z.string().min(1).max(100_000),
   })
   .openapi("ChatMessageRequest");
 
 const Queued = z.object({ id: z.string(), status: z.literal("queued"), session_id: z.string() }).openapi("ChatMessageQueued");
 const Immediate = z.object({ response: z.string(), session_id: z.string() }).openapi("ChatCommandResponse");
-const ErrorEnvelope = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).openapi("Error");
 
 const postMessage = createRoute({
   method: "post",
@@ -68,7 +67,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     }
     if (command === "/resume" || command.startsWith("/resume ")) {
       const target = command.slice("/resume".length).trim();
-      if (!/^ses_[0-9a-f]{32}$/.test(target)) throw new GatewayError("invalid.request", "usage: /resume <session_id>");
+      if (!SESSION_ID.test(target)) throw new GatewayError("invalid.request", "usage: /resume <session_id>");
       const r = await session.resumeSession(identity, target);
       if (!r.ok && r.reason === "not_found") throw new GatewayError("resource.not_found", `no session ${target} in this conversation`);
       if (!r.ok) throw archiveFailed();

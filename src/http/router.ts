@@ -3,7 +3,7 @@
  * validation failures take the same path everywhere: `invalid.request`
  * naming the first offending field, through the app's error funnel.
  */
-import { OpenAPIHono } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { ZodError } from "zod";
 import { formatPath } from "../config/issues";
@@ -33,6 +33,9 @@ export function createRouter(): OpenAPIHono<AppEnv> {
     },
   });
 }
+
+/** The S3 error envelope, for route documentation. */
+export const ErrorEnvelopeSchema = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).openapi("Error");
 
 /** JSON media types (`application/json`, `application/*+json`). */
 const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;

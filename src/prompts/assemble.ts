@@ -78,6 +78,12 @@ const CONTEXT_HEADERS = {
   compaction_summary: ["=== CONVERSATION_SUMMARY ===", "=== END_CONVERSATION_SUMMARY ==="],
 } as const;
 
+/** A user-derived context block as it appears inside L6, with its marker lines. */
+export function l6ContextBlock(kind: keyof typeof CONTEXT_HEADERS, text: string): string {
+  const [open, close] = CONTEXT_HEADERS[kind];
+  return `${open}\n${text}\n${close}`;
+}
+
 // Entries for bundled files never change while the isolate lives.
 const fileEntries = new Map<string, { entry: ManifestEntry; content: string }>();
 
@@ -191,8 +197,7 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
   // L6: user-derived context, then the user's message. The L6 hash is the message's own (DESIGN §2).
   const blocks: string[] = [];
   for (const ctx of input.l6Context) {
-    const [open, close] = CONTEXT_HEADERS[ctx.kind];
-    blocks.push(`${open}\n${ctx.text}\n${close}`);
+    blocks.push(l6ContextBlock(ctx.kind, ctx.text));
     notes.push(`L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)`);
   }
   const user = [...blocks, input.userMessage].join("\n\n");

@@ -92,12 +92,20 @@ export function classifyProviderError(err: unknown, model: ResolvedModel): Provi
   return new ProviderError("unreachable", `unexpected failure calling ${where}`, false);
 }
 
-function wireTools(tools: readonly ToolSpec[] | undefined) {
-  const map = wireNameMap((tools ?? []).map((t) => t.name));
-  const wire: ChatCompletionTool[] | undefined = tools?.length
+/** The client for one call (SDK retries off: this module owns them) and the tools under their wire names. */
+function prepare(req: ChatRequest, o: AdapterOptions) {
+  const client = createProviderClient(req.model, req.apiKey, {
+    timeoutMs: o.timeoutMs ?? 60_000,
+    maxRetries: 0,
+    ...(o.fetch ? { fetch: o.fetch } : {}),
+  });
+  // Tools are offered natively only to models configured with supportsTools (the marker protocol serves the rest).
+  const tools = req.model.supportsTools ? (req.tools ?? []) : [];
+  const map = wireNameMap(tools.map((t) => t.name));
+  const wire: ChatCompletionTool[] | undefined = tools.length
     ? tools.map((t) => ({ type: "function", function: { name: map.toWire(t.name), description: t.description, parameters: t.parameters } }))
     : undefined;
-  return { map, wire };
+  return { client, map, wire };
 }
 
 function mapToolCall(
@@ -135,12 +143,7 @@ async function withRetries<T>(model: ResolvedModel, o: AdapterOptions, call: () 
 
 /** S4 §7 `chat(request) -> response`. */
 export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<ChatResult> {
-  const client = createProviderClient(req.model, req.apiKey, {
-    timeoutMs: o.timeoutMs ?? 60_000,
-    maxRetries: 0,
-    ...(o.fetch ? { fetch: o.fetch } : {}),
-  });
-  const { map, wire } = wireTools(req.model.supportsTools ? req.tools : undefined);
+  const { client, map, wire } = prepare(req, o);
   const { value: completion, attempts } = await withRetries(req.model, o, () =>
     client.chat.completions.create({
       model: req.model.apiModelId,
@@ -174,12 +177,7 @@ export type StreamEvent = { type: "delta"; content: string } | { type: "done"; r
 export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: AdapterOptions = {}): AsyncGenerator<StreamEvent> {
   if (!req.model.supportsStreaming)
     throw new ProviderError("bad_request", `${req.model.ref} does not support streaming (config supportsStreaming: false)`, false);
-  const client = createProviderClient(req.model, req.apiKey, {
-    timeoutMs: o.timeoutMs ?? 60_000,
-    maxRetries: 0,
-    ...(o.fetch ? { fetch: o.fetch } : {}),
-  });
-  const { map, wire } = wireTools(req.model.supportsTools ? req.tools : undefined);
+  const { client, map, wire } = prepare(req, o);
   // Retries apply to opening the stream; once deltas flow, a failure ends the call.
   const { value: stream, attempts } = await withRetries(req.model, o, () =>
     client.chat.completions.create(

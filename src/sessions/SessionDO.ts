@@ -10,8 +10,7 @@ import { DurableObject } from "cloudflare:workers";
 import { type ModelWindow, OverBudgetError } from "../context/budget";
 import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
-import { collectRecentRows, prepareHistory } from "../context/history";
-import { estimateTokens } from "../context/tokens";
+import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context/history";
 import { classifyChannel } from "../prompts/channels";
 import type { PromptManifest } from "../prompts/manifest";
 import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
@@ -447,9 +446,7 @@ export class SessionDO extends DurableObject<Env> {
     // Only as many of the newest rows as the context can use, page by page: per-turn cost does not grow with the transcript.
     const rows = collectRecentRows((beforeSeq, limit) => messagesBefore(this.#sql, state.sessionId, after, beforeSeq, limit), o.caps);
     const summaries = previous ? [previous.text] : [];
-    // As the assembler will wrap it inside L6, plus a margin for rounding when texts are joined.
-    const wrapped = (t: string) => estimateTokens(`=== CONVERSATION_SUMMARY ===\n${t}\n=== END_CONVERSATION_SUMMARY ===\n\n`) + 4;
-    const summaryTokens = summaries.reduce((n, t) => n + wrapped(t), 0);
+    const summaryTokens = summaries.reduce((n, t) => n + summaryTokensInL6(t), 0);
     let prepared: ReturnType<typeof prepareHistory>;
     try {
       prepared = prepareHistory(rows, {

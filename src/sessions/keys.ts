@@ -19,10 +19,13 @@ export type SessionKey =
 
 export type SessionKeyResult = { ok: true; key: SessionKey } | { ok: false; error: string };
 
-const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+/** Agent ids appear inside session keys, so they exclude `:` (config validates them with this too). */
+export const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const CHANNEL = /^[a-z][a-z0-9_-]{0,31}$/;
 /** Account and peer ids: platform ids, phone numbers (+1555…), emails, room names — anything but ':' and spaces. */
-const PART = /^[A-Za-z0-9+._@=-]{1,128}$/;
+export const KEY_PART = /^[A-Za-z0-9+._@=-]{1,128}$/;
+/** A generation id, as minted by the SessionDO. */
+export const SESSION_ID = /^ses_[0-9a-f]{32}$/;
 const MAX_KEY_LENGTH = 512;
 
 /** Parses and validates a session key; the error says which part is wrong. */
@@ -38,11 +41,11 @@ export function parseSessionKey(text: string): SessionKeyResult {
   }
   const [, , channel = "", accountId = "", scope = "", peerId = ""] = parts;
   if (!CHANNEL.test(channel)) return { ok: false, error: `invalid channel "${channel}" in session key` };
-  if (!PART.test(accountId)) return { ok: false, error: "invalid account id in session key" };
+  if (!KEY_PART.test(accountId)) return { ok: false, error: "invalid account id in session key" };
   if (!(SESSION_SCOPES as readonly string[]).includes(scope)) {
     return { ok: false, error: `invalid scope "${scope}" in session key (expected ${SESSION_SCOPES.join(", ")})` };
   }
-  if (!PART.test(peerId)) return { ok: false, error: "invalid peer id in session key" };
+  if (!KEY_PART.test(peerId)) return { ok: false, error: "invalid peer id in session key" };
   return { ok: true, key: { kind: "scoped", agentId, channel, accountId, scope: scope as SessionScope, peerId } };
 }
 
