@@ -12,7 +12,7 @@ import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
 import { createLogger, type Logger } from "../observability/logger";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
-import { redactText } from "../security/redact";
+import { redactText, secretValuesFromEnv } from "../security/redact";
 import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
@@ -49,19 +49,17 @@ function respondWithError(c: Context<AppEnv>, err: unknown): Response {
   if (ge.status >= 500) {
     const name = err instanceof Error ? err.name : typeof err;
     const message = ge.internal ?? ge.message;
-    logger.log("error", "http.error", { ...fields, error_name: name, error_message: redactText(message, secretValues(c.env)) });
+    logger.log("error", "http.error", {
+      ...fields,
+      error_name: name,
+      error_message: redactText(message, c.env ? secretValuesFromEnv(c.env) : []),
+    });
   } else {
     logger.log("info", "http.error", fields);
   }
   for (const [name, value] of Object.entries(ge.headers)) c.header(name, value);
   if (ge.retryAfterSeconds !== undefined) c.header("Retry-After", String(ge.retryAfterSeconds));
   return c.json(ge.toEnvelope(), ge.status);
-}
-
-/** Every string secret in the env, so that redaction can remove literal values too. */
-function secretValues(env: Env | undefined): string[] {
-  if (!env) return [];
-  return Object.values(env as unknown as Record<string, unknown>).filter((v): v is string => typeof v === "string");
 }
 
 export interface AppOptions {
