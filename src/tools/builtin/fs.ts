@@ -1,0 +1,249 @@
+/**
+ * S4 §4 filesystem tools, read side: `fs.list_dir` and `fs.read_text` (S3's
+ * `fs.read` is an alias). They see only the agent's `{agentId}/` prefix of the
+ * WORKSPACE bucket; every path goes through `resolveWorkspacePath` first and
+ * an escape is `policy.denied`. R2 has no directories: a "directory" is a key
+ * prefix ending in `/`, and a path with nothing under it lists as empty.
+ */
+import { z } from "zod";
+import { type PathRefusal, resolveWorkspacePath } from "../paths";
+import type { ToolContext, ToolDefinition, ToolOutcome } from "../registry";
+
+const ListDirInput = z.strictObject({
+  path: z.string().max(1024).default(".").describe("Directory to list, relative to the workspace root"),
+  max_entries: z.int().min(1).max(1000).default(200).describe("Most entries to return"),
+});
+
+const ReadTextInput = z.strictObject({
+  path: z.string().min(1).max(1024).describe("File to read, relative to the workspace root"),
+  max_bytes: z.int().min(1).max(1_000_000).default(20_000).describe("Most bytes of the file to return"),
+});
+
+/** One child of a listed directory; `size` (bytes) only for files. */
+export interface DirEntry {
+  name: string;
+  type: "file" | "dir";
+  size?: number;
+}
+
+export const fsListDir: ToolDefinition = {
+  name: "fs.list_dir",
+  description:
+    "List the files and directories directly inside a workspace directory. Paths are relative to the workspace root; '.' is the root.",
+  parameters: inputSchema(ListDirInput),
+  risk: "read_only",
+  handler: async (input, ctx) => {
+    const parsed = ListDirInput.safeParse(input);
+    if (!parsed.success) return invalidInput(parsed.error);
+    const { max_entries: maxEntries } = parsed.data;
+    const resolved = resolveWorkspacePath(ctx.agentId, parsed.data.path);
+    if (!resolved.ok) return refused(resolved.reason);
+    const shown = resolved.relative || ".";
+    const prefix = resolved.relative ? `${resolved.key}/` : resolved.key;
+    const bucket = ctx.env.WORKSPACE;
+
+    // Keep listing past max_entries by one so `truncated` is exact; R2 may return
+    // short pages while still truncated, so follow the cursor, not the counts.
+    const entries: DirEntry[] = [];
+    const dirs = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const page = await untilAborted(
+        bucket.list({ prefix, delimiter: "/", limit: Math.min(1000, maxEntries + 1 - entries.length), ...(cursor ? { cursor } : {}) }),
+        ctx.signal,
+      );
+      if (page === ABORTED) return timedOut("fs.list_dir", ctx);
+      for (const obj of page.objects) {
+        const name = obj.key.slice(prefix.length);
+        if (name) entries.push({ name, type: "file", size: obj.size });
+      }
+      for (const dir of page.delimitedPrefixes) {
+        const name = dir.slice(prefix.length, -1);
+        if (name && !dirs.has(name)) {
+          dirs.add(name);
+          entries.push({ name, type: "dir" });
+        }
+      }
+      cursor = page.truncated ? page.cursor : undefined;
+    } while (cursor && entries.length <= maxEntries);
+
+    if (entries.length === 0 && resolved.relative) {
+      const file = await untilAborted(bucket.head(resolved.key), ctx.signal);
+      if (file === ABORTED) return timedOut("fs.list_dir", ctx);
+      if (file) return { ok: false, error: { code: "tool.input_invalid", message: `${shown} is a file, not a directory` } };
+    }
+
+    entries.sort((a, b) => byCodePoint(a.name, b.name) || byCodePoint(a.type, b.type));
+    const truncated = entries.length > maxEntries;
+    const listed = entries.slice(0, maxEntries);
+    const count = `${listed.length} ${listed.length === 1 ? "entry" : "entries"}`;
+    return {
+      ok: true,
+      output: { path: shown, entries: listed, truncated },
+      summary: `${count} in ${shown}${truncated ? " (truncated)" : ""}`,
+    };
+  },
+};
+
+export const fsReadText: ToolDefinition = {
+  name: "fs.read_text",
+  aliases: ["fs.read"],
+  description:
+    "Read a UTF-8 text file from the workspace. Returns at most max_bytes bytes, cut on a character boundary; truncated says whether the file is longer.",
+  parameters: inputSchema(ReadTextInput),
+  risk: "read_only",
+  handler: async (input, ctx) => {
+    const parsed = ReadTextInput.safeParse(input);
+    if (!parsed.success) return invalidInput(parsed.error);
+    const { max_bytes: maxBytes } = parsed.data;
+    const resolved = resolveWorkspacePath(ctx.agentId, parsed.data.path);
+    if (!resolved.ok) return refused(resolved.reason);
+    const shown = resolved.relative;
+    if (!shown) return { ok: false, error: { code: "tool.input_invalid", message: "path names the workspace root, not a file" } };
+    const bucket = ctx.env.WORKSPACE;
+
+    const obj = await untilAborted(bucket.get(resolved.key), ctx.signal);
+    if (obj === ABORTED) return timedOut("fs.read_text", ctx);
+    if (!obj) {
+      const under = await untilAborted(bucket.list({ prefix: `${resolved.key}/`, limit: 1 }), ctx.signal);
+      if (under === ABORTED) return timedOut("fs.read_text", ctx);
+      const message = under.objects.length > 0 ? `${shown} is a directory; use fs.list_dir` : `no file at ${shown}`;
+      return { ok: false, error: { code: "tool.input_invalid", message } };
+    }
+
+    const head = await readAtMost(obj.body, maxBytes, ctx.signal);
+    if (head === ABORTED) return timedOut("fs.read_text", ctx);
+    const truncated = obj.size > maxBytes;
+    const bytes = truncated ? head.subarray(0, utf8Boundary(head, head.length)) : head;
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+    } catch {
+      return { ok: false, error: { code: "tool.input_invalid", message: `${shown} is not a text file` } };
+    }
+    // Valid UTF-8 can still be binary; NUL never appears in text a model should read.
+    if (text.includes("\u0000")) return { ok: false, error: { code: "tool.input_invalid", message: `${shown} is not a text file` } };
+    return {
+      ok: true,
+      output: { path: shown, text, bytes: bytes.length, truncated },
+      summary: truncated ? `read ${bytes.length} of ${obj.size} bytes from ${shown}` : `read ${bytes.length} bytes from ${shown}`,
+    };
+  },
+};
+
+/** The model-facing JSON Schema of a tool's input, derived from its zod schema so the two cannot drift. */
+function inputSchema(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: "input" });
+  return rest;
+}
+
+/** `tool.input_invalid` naming each offending field. */
+function invalidInput(error: z.ZodError): ToolOutcome {
+  const message = error.issues
+    .map((issue) => {
+      if (issue.code === "unrecognized_keys") return `unknown field ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+      return `${issue.path.join(".") || "input"}: ${issue.message}`;
+    })
+    .join("; ");
+  return { ok: false, error: { code: "tool.input_invalid", message } };
+}
+
+/** Maps a refused path to its public error; the reason itself stays internal. */
+function refused(reason: PathRefusal): ToolOutcome {
+  switch (reason) {
+    case "too_long":
+      return { ok: false, error: { code: "tool.input_invalid", message: "path is longer than 1024 bytes" } };
+    case "invalid_agent_id":
+      return { ok: false, error: { code: "policy.denied", message: "this agent has no workspace" } };
+    case "control_character":
+    case "backslash":
+    case "absolute":
+    case "traversal":
+    case "encoded_traversal":
+      return { ok: false, error: { code: "policy.denied", message: "path escapes the workspace" } };
+  }
+}
+
+function timedOut(tool: string, ctx: ToolContext): ToolOutcome {
+  return {
+    ok: false,
+    error: { code: "timeout", message: `${tool} did not finish within ${ctx.timeoutMs} ms or was cancelled`, retryable: true },
+  };
+}
+
+const ABORTED = Symbol("aborted");
+
+/** Settles with the promise, or with ABORTED as soon as the signal fires. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) {
+    promise.catch(() => {});
+    return Promise.resolve(ABORTED);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(ABORTED);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/** The first `limit` bytes of a stream (fewer if it ends first); the rest is never read. */
+async function readAtMost(body: ReadableStream<Uint8Array>, limit: number, signal: AbortSignal): Promise<Uint8Array | typeof ABORTED> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  let done = false;
+  try {
+    while (total < limit) {
+      const next = await untilAborted(reader.read(), signal);
+      if (next === ABORTED) return ABORTED;
+      if (next.done) {
+        done = true;
+        break;
+      }
+      chunks.push(next.value);
+      total += next.value.byteLength;
+    }
+  } finally {
+    if (!done) reader.cancel().catch(() => {});
+  }
+  const out = new Uint8Array(Math.min(total, limit));
+  let at = 0;
+  for (const chunk of chunks) {
+    const take = Math.min(chunk.byteLength, out.length - at);
+    out.set(chunk.subarray(0, take), at);
+    at += take;
+    if (at === out.length) break;
+  }
+  return out;
+}
+
+/** The largest cut ≤ `end` that does not split a UTF-8 sequence. */
+function utf8Boundary(bytes: Uint8Array, end: number): number {
+  let start = end;
+  // Back over at most three continuation bytes (10xxxxxx) to the sequence's lead byte.
+  while (start > 0 && end - start < 3 && ((bytes[start - 1] ?? 0) & 0xc0) === 0x80) start--;
+  if (start === 0) return end;
+  const lead = bytes[start - 1] ?? 0;
+  const length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  return end - (start - 1) >= length ? end : start - 1;
+}
+
+/** Orders strings by Unicode code point, which is R2's (UTF-8 byte) key order. */
+function byCodePoint(a: string, b: string): number {
+  const x = [...a];
+  const y = [...b];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const d = (x[i]?.codePointAt(0) ?? 0) - (y[i]?.codePointAt(0) ?? 0);
+    if (d !== 0) return d;
+  }
+  return x.length - y.length;
+}

@@ -1,0 +1,18 @@
+/**
+ * The gateway's built-in tools, registered into the shared registry when this
+ * module is first imported. Registering again is a no-op, so tests and entry
+ * points may both call `registerBuiltinTools()`.
+ */
+import { type ToolRegistry, tools } from "../registry";
+import { fsListDir, fsReadText } from "./fs";
+
+export const BUILTIN_TOOLS = [fsListDir, fsReadText] as const;
+
+/** Adds every built-in tool to `registry` (the shared one by default); idempotent. */
+export function registerBuiltinTools(registry: ToolRegistry = tools): ToolRegistry {
+  // `register` accepts the same definition twice, so this is safe to repeat.
+  for (const def of BUILTIN_TOOLS) registry.register(def);
+  return registry;
+}
+
+registerBuiltinTools();
