@@ -1,12 +1,17 @@
 #!/usr/bin/env node
 // `npm start`: the gateway on http://127.0.0.1:8787 with local Durable Objects,
 // R2 and D1 (wrangler dev, state under .wrangler/state) — no Cloudflare account
-// or API key needed. Creates .dev.vars from .dev.vars.example on first run and
-// applies the D1 migrations to the local database alongside the server.
+// or API key needed — and beside it the offline model (scripts/local-model.mjs,
+// docs/local-model.md) on 127.0.0.1:8790, which the development configuration
+// config/gateway.dev.json5 makes the default model. Creates .dev.vars from
+// .dev.vars.example on first run and applies the D1 migrations to the local
+// database alongside the server.
 //
-// Environment: PORT (default 8787); SOPHIE_DEV_VARS names another secrets file
-// to use instead of .dev.vars (the start test uses it so that it never writes
-// into the working tree).
+// Environment: PORT (default 8787); SOPHIE_LOCAL_MODEL_PORT (default 8790; the
+// dev config's baseUrl must match); SOPHIE_CONFIG (default
+// config/gateway.dev.json5) names the config wrangler's build step bundles;
+// SOPHIE_DEV_VARS names another secrets file to use instead of .dev.vars (the
+// start test uses it so that it never writes into the working tree).
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -16,7 +21,13 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const port = process.env.PORT ?? "8787";
 const wrangler = join(root, "node_modules", ".bin", "wrangler");
 // Nothing leaves the machine: no telemetry, no fetch of the Request.cf sample.
-const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
+// SOPHIE_CONFIG reaches scripts/build.mjs through wrangler's [build] command.
+const env = {
+  ...process.env,
+  SOPHIE_CONFIG: process.env.SOPHIE_CONFIG || "config/gateway.dev.json5",
+  WRANGLER_SEND_METRICS: "false",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+};
 
 let devVars = process.env.SOPHIE_DEV_VARS;
 if (!devVars) {
@@ -27,10 +38,28 @@ if (!devVars) {
   }
 }
 
-console.log(`start: Sophie Gateway on http://127.0.0.1:${port}  (try: curl http://127.0.0.1:${port}/healthz)`);
+let stopping = false;
+// The offline model first, so it is listening by the time the gateway validates its default model.
+// The gateway keeps running if it stops (say its port is taken): model calls then fail, and say so.
+const model = spawn(process.execPath, [join(root, "scripts", "local-model.mjs")], { cwd: root, env, stdio: "inherit" });
+model.on("exit", (code, signal) => {
+  if (!stopping) console.error(`start: the offline model stopped (${signal ?? `exit code ${code}`}); the gateway keeps running without it`);
+});
+
+console.log(`start: Sophie Gateway on http://127.0.0.1:${port} with ${env.SOPHIE_CONFIG}  (try: curl http://127.0.0.1:${port}/healthz)`);
 const dev = spawn(wrangler, ["dev", "--ip", "127.0.0.1", "--port", port, "--env-file", devVars], { cwd: root, env, stdio: "inherit" });
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => dev.kill(signal));
-dev.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+
+/** Stops both children; `signal` is forwarded to wrangler, the model always gets SIGTERM. */
+function stop(signal) {
+  stopping = true;
+  if (model.exitCode === null && model.signalCode === null) model.kill("SIGTERM");
+  if (signal && dev.exitCode === null && dev.signalCode === null) dev.kill(signal);
+}
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));
+dev.on("exit", (code, signal) => {
+  stop();
+  process.exit(code ?? (signal ? 1 : 0));
+});
 
 // The local D1 schema, applied while the server boots (the server does not need D1 to start).
 const migrate = spawn(wrangler, ["d1", "migrations", "apply", "DB", "--local"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });

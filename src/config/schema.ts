@@ -91,6 +91,21 @@ export const ContextCapsConfig = z.strictObject({
   total: z.int().min(1000).max(2_000_000).default(12_000),
 });
 
+/** Tool names are namespaced lower-case words: `fs.read_text`, `message.send`. */
+export const ToolName = z
+  .string()
+  .regex(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/, "tool names are dotted lower-case words, e.g. fs.read_text");
+
+export const AgentToolsConfig = z.strictObject({
+  /** Tools this agent may use (by name or alias); anything else is never offered and denied if called. */
+  allow: z.array(ToolName).max(64).default([]),
+});
+
+export const AgentBudgetConfig = z.strictObject({
+  /** Provider tokens (prompt + completion) this agent may use per UTC day; unlimited when absent. */
+  tokensPerDay: z.int().positive().max(1_000_000_000_000).optional(),
+});
+
 export const AgentConfig = z.strictObject({
   /** The agent's model; the gateway-wide `models.default` when absent. */
   model: ModelRefInput.optional(),
@@ -98,6 +113,8 @@ export const AgentConfig = z.strictObject({
   session: SessionLimits.default({ maxTurns: 500, maxBytes: 2 * 1024 * 1024 }),
   /** S3 §6 caps for rebuilding model context from the transcript. */
   context: ContextCapsConfig.default({ perMessage: 1400, toolSummary: 220, toolError: 320, toolOutput: 1000, total: 12_000 }),
+  tools: AgentToolsConfig.default({ allow: [] }),
+  budget: AgentBudgetConfig.default({}),
 });
 export type AgentConfig = z.infer<typeof AgentConfig>;
 
@@ -109,6 +126,30 @@ export const HttpConfig = z.strictObject({
     .max(100 * 1024 * 1024)
     .default(1024 * 1024),
 });
+
+/** S3 §2 failure loop thresholds. */
+export const FailureLoopSettings = z.strictObject({
+  failuresToRecover: z.int().min(1).max(20).default(2),
+  failuresInRecoveryToEscalate: z.int().min(1).max(20).default(3),
+  successesToClear: z.int().min(1).max(20).default(2),
+});
+
+/** How runs execute (S3 §1, §2; S4 §7). */
+export const RunsConfig = z
+  .strictObject({
+    /** Model calls that return tool calls, at most, per run; one more call would fail the run. */
+    maxToolRounds: z.int().min(1).max(64).default(8),
+    /** Bounds every tool call's `timeout_ms` is clamped to (S3 §1.1; the default is 30000). */
+    toolTimeoutMs: z
+      .strictObject({ min: z.int().min(100).max(600_000).default(1000), max: z.int().min(100).max(600_000).default(120_000) })
+      .default({ min: 1000, max: 120_000 }),
+    /** Provider calls per model turn, the first included (429, 5xx, timeouts and dropped connections are retried). */
+    providerAttempts: z.int().min(1).max(6).default(3),
+    /** How long one provider call may take. */
+    providerTimeoutMs: z.int().min(1000).max(600_000).default(60_000),
+    failureLoop: FailureLoopSettings.default({ failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 }),
+  })
+  .refine((r) => r.toolTimeoutMs.min <= r.toolTimeoutMs.max, { message: "toolTimeoutMs.min must not exceed max", path: ["toolTimeoutMs"] });
 
 export const LoggingConfig = z.strictObject({
   level: z.enum(["debug", "info", "warn", "error"]).default("info"),
@@ -126,6 +167,13 @@ export const GatewayConfig = z.strictObject({
   channels: z.strictObject({}).default({}),
   /** Tool policy (allowlists, approvals); filled by the tools work. */
   tools: z.strictObject({ policy: z.strictObject({}).default({}) }).default({ policy: {} }),
+  runs: RunsConfig.default({
+    maxToolRounds: 8,
+    toolTimeoutMs: { min: 1000, max: 120_000 },
+    providerAttempts: 3,
+    providerTimeoutMs: 60_000,
+    failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
+  }),
   logging: LoggingConfig.default({ level: "info" }),
   /** Scheduler settings; filled by the scheduler work. */
   scheduler: z.strictObject({}).default({}),
