@@ -7,6 +7,8 @@ import { outboundService } from "./test/support/outbound.ts";
 export const TEST_SECRETS = {
   GATEWAY_ADMIN_TOKEN: "test-admin-token-0123456789abcdef",
   GATEWAY_API_TOKENS: "alice:test-api-token-alice-0123456789,bob:test-api-token-bob-0123456789ab",
+  // Runs execute in the SessionDO, which reads the provider key from its own env (the mock provider accepts any key).
+  MOONSHOT_API_KEY: "sk-test-moonshot-key-0123456789abcdef",
 };
 
 // Tests never reach the internet: Miniflare uses its built-in Request.cf placeholder instead of fetching one.

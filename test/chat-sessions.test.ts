@@ -13,17 +13,19 @@ import { exportJsonl, parseJsonl } from "../src/sessions/transcript";
 
 const ALICE = "test-api-token-alice-0123456789";
 const ADMIN = "test-admin-token-0123456789abcdef";
-const app = createApp({ logger: createLogger("error") });
-
-/** The app with agent main's session limits overridden. */
-function limitedApp(session: { maxTurns?: number; maxBytes?: number }) {
+/**
+ * The app with agent main's session limits overridden. These tests are about what the session stores,
+ * so the model's window is too small for any prompt: every run queued here fails over_budget before
+ * any network call and adds nothing to the transcript (runs themselves are tested in runs.test.ts).
+ */
+function limitedApp(session: { maxTurns?: number; maxBytes?: number } = {}) {
   const parsed = parseGatewayConfig({
     models: {
       default: "moonshot:kimi-k1-128k",
       providers: {
         moonshot: {
           baseUrl: "https://api.moonshot.cn/v1",
-          models: { "kimi-k1-128k": { contextWindow: 131072, maxOutputTokens: 4096, supportsTools: true, supportsStreaming: true } },
+          models: { "kimi-k1-128k": { contextWindow: 1100, maxOutputTokens: 1000, supportsTools: true, supportsStreaming: true } },
         },
       },
     },
@@ -32,6 +34,8 @@ function limitedApp(session: { maxTurns?: number; maxBytes?: number }) {
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
   return createApp({ config: parsed.value, logger: createLogger("error") });
 }
+
+const app = limitedApp();
 
 async function send(body: Record<string, unknown>, token = ALICE, via = app) {
   const res = await via.request(
@@ -55,14 +59,13 @@ describe("POST /v1/chat/messages (S3 §5)", () => {
     const res = await send({ user_id: "123456", room_id: r, agent_id: "main", message: "Summarize today updates" });
     expect(res.status).toBe(202);
     expect(Object.keys(res.body)).toEqual(["id", "status", "session_id"]);
-    expect(res.body.id).toMatch(/^run_[0-9a-f]{32}$/);
+    expect(res.body.id).toMatch(/^run_[0-9a-f]{80}$/);
     expect(res.body.status).toBe("queued");
     expect(res.body.session_id).toMatch(/^ses_[0-9a-f]{32}$/);
     const stub = env.SESSIONS.getByName(`agent:main:http:${r}:dm:123456`);
     expect(await stub.run(res.body.id)).toMatchObject({
       id: res.body.id,
       session_id: res.body.session_id,
-      status: "queued",
       source: "http",
       agent_id: "main",
     });
@@ -216,7 +219,7 @@ describe("transcript storage", () => {
     await send({ user_id: "u9", room_id: r, agent_id: "main", message: "two" });
     await evictDurableObject(stub);
     expect((await stub.messages(a.body.session_id))?.map((m) => m.content)).toEqual(["one", "two"]);
-    expect(await stub.run(a.body.id)).toMatchObject({ status: "queued" });
+    expect(await stub.run(a.body.id)).toMatchObject({ id: a.body.id, message_seq: 1 });
   });
 
   it("maxTurns is enforced by archiving the oldest turns to R2, never by losing them", async () => {

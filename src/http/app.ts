@@ -18,6 +18,7 @@ import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
 import { healthRoutes } from "./health";
 import { type AppEnv, createRouter } from "./router";
+import { runRoutes } from "./runs";
 import "./context";
 
 /** Max length of a caller-supplied X-Request-Id; longer or odd ones are replaced. */
@@ -105,6 +106,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
 
   app.route("/", healthRoutes());
   app.route("/", chatRoutes());
+  app.route("/", runRoutes());
   app.route("/", adminSessionRoutes());
 
   app.notFound((c) =>

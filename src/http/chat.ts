@@ -5,6 +5,7 @@
  * commands at once (200).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { buildRunSpec } from "../runs/spec";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
 import type { SessionIdentity } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
@@ -74,7 +75,14 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       return c.json({ response: `Resumed session ${r.sessionId}.`, session_id: r.sessionId }, 200);
     }
 
-    const queued = await session.enqueueMessage(identity, { message: body.message, source: "http", limits: agent.session });
+    const principal = c.get("principal");
+    const queued = await session.enqueueMessage(identity, {
+      message: body.message,
+      source: "http",
+      limits: agent.session,
+      spec: buildRunSpec(config, body.agent_id, "http"),
+      ...(principal?.scope === "api" ? { callerId: principal.callerId } : {}),
+    });
     return c.json({ id: queued.runId, status: "queued" as const, session_id: queued.sessionId }, 202);
   });
   return app;

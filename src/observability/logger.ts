@@ -42,6 +42,24 @@ export interface LogEvents {
   "prompt.disclosure_refused": { request_id: string; stage: "input" | "output"; signals: string[] };
   /** A secret the gateway needs is malformed and was ignored (fail-closed). */
   "auth.config_rejected": { variable: string; problem: string };
+  /** One model call of a run (S1 §4.1): provider/model, token estimate and usage, latency, the stack hash. */
+  "model.call": {
+    run_id: string;
+    provider: string;
+    model: string;
+    stack_sha256: string;
+    estimated_input_tokens: number;
+    status: "ok" | "failed";
+    reason?: string;
+    attempts?: number;
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    latency_ms: number;
+  };
+  /** A run ended. */
+  "run.finished": { run_id: string; agent_id: string; status: string; code?: string; rounds: number; tool_calls: number };
+  /** A run or tool failed in a way the code did not expect; the error's name only. */
+  "run.internal_error": { run_id: string; tool?: string; error_name: string };
   /** The cron tick ran. */
   "scheduler.tick": { scheduled_time: string; cron: string };
 }

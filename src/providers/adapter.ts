@@ -69,6 +69,8 @@ export interface AdapterOptions {
   backoffMs?: (attempt: number) => number;
   sleep?: (ms: number) => Promise<void>;
   fetch?: typeof fetch;
+  /** Cancels the call (S4 §7 cancellation); an aborted call is never retried. */
+  signal?: AbortSignal;
 }
 
 const defaultBackoff = (attempt: number) => Math.min(8_000, 250 * 2 ** (attempt - 1)) * (0.75 + Math.random() * 0.5);
@@ -135,7 +137,7 @@ async function withRetries<T>(model: ResolvedModel, o: AdapterOptions, call: () 
       return { value: await call(), attempts: attempt };
     } catch (err) {
       const failure = classifyProviderError(err, model);
-      if (!failure.retryable || attempt >= maxAttempts) throw failure;
+      if (!failure.retryable || attempt >= maxAttempts || o.signal?.aborted) throw failure;
       await sleep((o.backoffMs ?? defaultBackoff)(attempt));
     }
   }
@@ -145,12 +147,15 @@ async function withRetries<T>(model: ResolvedModel, o: AdapterOptions, call: () 
 export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<ChatResult> {
   const { client, map, wire } = prepare(req, o);
   const { value: completion, attempts } = await withRetries(req.model, o, () =>
-    client.chat.completions.create({
-      model: req.model.apiModelId,
-      messages: req.messages,
-      max_tokens: req.model.maxOutputTokens,
-      ...(wire ? { tools: wire } : {}),
-    }),
+    client.chat.completions.create(
+      {
+        model: req.model.apiModelId,
+        messages: req.messages,
+        max_tokens: req.model.maxOutputTokens,
+        ...(wire ? { tools: wire } : {}),
+      },
+      o.signal ? { signal: o.signal } : {},
+    ),
   );
   const choice = completion.choices[0];
   const toolCalls = (choice?.message.tool_calls ?? []).flatMap((t) =>

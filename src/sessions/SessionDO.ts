@@ -11,8 +11,24 @@ import { type ModelWindow, OverBudgetError } from "../context/budget";
 import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
 import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context/history";
+import { createLogger } from "../observability/logger";
 import { classifyChannel } from "../prompts/channels";
 import type { PromptManifest } from "../prompts/manifest";
+import { RunEngine } from "../runs/engine";
+import type { RunEvent } from "../runs/events";
+import { mintRunId } from "../runs/ids";
+import type { RunSpec } from "../runs/spec";
+import {
+  appendEvent,
+  getRun,
+  listEvents,
+  listTraces,
+  nextRunnable,
+  type RunStatus,
+  runToolExecutions,
+  type TraceEvent,
+} from "../runs/store";
+import { type RunView, runView } from "../runs/view";
 import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
 import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey } from "./archive";
@@ -60,6 +76,12 @@ export interface Checkpoint {
   trace_tail: string[];
 }
 
+/**
+ * While a run executes, the alarm stays set this far ahead: if the object is evicted or
+ * redeployed mid-run, that alarm wakes it and the run resumes (DESIGN "SessionDO").
+ */
+const RUN_WATCHDOG_MS = 60_000;
+
 /** How stale the D1 index row's `updated_at` may get before a message refreshes it. */
 const INDEX_REFRESH_MS = 60_000;
 
@@ -76,15 +98,66 @@ const newId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-
 export class SessionDO extends DurableObject<Env> {
   readonly #sql: Sql;
   #schemaVersion = 0;
+  readonly #engine: RunEngine;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.#sql = createSql(ctx.storage.sql);
+    this.#engine = new RunEngine({
+      sql: this.#sql,
+      storage: ctx.storage,
+      env,
+      logger: createLogger("info"),
+      session: () => this.#currentSession(),
+      history: (o) => this.#runHistory(o),
+      applyNotes: async (reply) => {
+        const identity = this.#currentSession();
+        const r = await this.applyAssistantNotes(identity, reply);
+        return { visible: r.visible, traces: r.traces };
+      },
+      appendTranscript: (m) =>
+        appendMessage(
+          this.#sql,
+          {
+            session_id: this.#currentSession().sessionId,
+            role: m.role,
+            content: m.content,
+            run_id: m.runId,
+            tool_name: m.toolName ?? null,
+            tool_call_id: m.toolCallId ?? null,
+          },
+          new Date(),
+        ).seq,
+      recordManifest: (turnId, manifest) => {
+        recordManifest(this.#sql, turnId, manifest, new Date());
+      },
+    });
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {
       this.#schemaVersion = migrate(ctx.storage, this.#sql, SESSION_MIGRATIONS);
       this.#sql.run`INSERT INTO session_meta (key, value) VALUES ('created_at', ${new Date().toISOString()}) ON CONFLICT (key) DO NOTHING`;
+      // Work left by an interrupted run is picked up again even if its alarm was lost.
+      if (nextRunnable(this.#sql) && (await ctx.storage.getAlarm()) === null) await ctx.storage.setAlarm(Date.now());
     });
+  }
+
+  /** The session as stored (runs exist only in a created session). */
+  #currentSession(): { sessionKey: string; agentId: string; sessionId: string } {
+    const row = this.#sql.one<{ session_key: string; agent_id: string; session_id: string }>`
+      SELECT session_key, agent_id, session_id FROM session_state WHERE id = 1`;
+    if (!row) throw new Error("session not created");
+    return { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id };
+  }
+
+  /**
+   * Runs queued work (DESIGN "SessionDO": runs execute here, one at a time, driven by the alarm).
+   * A watchdog alarm stays set while a run executes, so an eviction mid-run resumes it.
+   */
+  override async alarm(): Promise<void> {
+    await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
+    await this.#engine.drain();
+    if (nextRunnable(this.#sql)) await this.ctx.storage.setAlarm(Date.now());
+    else await this.ctx.storage.deleteAlarm();
   }
 
   /** The storage schema version in force and when this session's storage was first created. */
@@ -141,7 +214,7 @@ export class SessionDO extends DurableObject<Env> {
    */
   async enqueueMessage(
     identity: SessionIdentity,
-    input: { message: string; source: string; limits: SessionLimitsInput },
+    input: { message: string; source: string; limits: SessionLimitsInput; spec?: RunSpec; callerId?: string },
   ): Promise<{ runId: string; sessionId: string; seq: number }> {
     const state = await this.#state(identity);
     const secrets = secretValuesFromEnv(this.env);
@@ -151,7 +224,7 @@ export class SessionDO extends DurableObject<Env> {
       SELECT seq, content, redactions FROM transcript WHERE session_id = ${state.sessionId} AND role = 'user' ORDER BY seq DESC LIMIT 1`;
     const split = previous ? redactAcrossBoundary(previous.content, redacted, secrets) : undefined;
     if (split?.changed) redacted = split.current;
-    const runId = newId("run");
+    const runId = mintRunId(this.ctx.id.toString());
     const now = new Date();
     let row: TranscriptRow | undefined;
     this.ctx.storage.transactionSync(() => {
@@ -170,9 +243,24 @@ export class SessionDO extends DurableObject<Env> {
         },
         now,
       );
-      this.#sql.run`INSERT INTO runs (id, session_id, source, agent_id, status, message_seq, created_at, updated_at)
-                    VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, 'queued', ${row.seq}, ${now.toISOString()}, ${now.toISOString()})`;
+      this.#sql.run`INSERT INTO runs (id, session_id, source, agent_id, caller_id, status, message_seq, spec, created_at, updated_at)
+                    VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, ${input.callerId ?? null}, 'queued', ${row.seq},
+                            ${input.spec ? JSON.stringify(input.spec) : null}, ${now.toISOString()}, ${now.toISOString()})`;
+      appendEvent(
+        this.#sql,
+        { id: runId, agent_id: state.agentId },
+        "run.created",
+        {
+          source: input.source,
+          session_id: state.sessionId,
+          message_seq: (row as TranscriptRow).seq,
+          provider: input.spec?.model.providerId ?? null,
+          model: input.spec?.model.modelId ?? null,
+        },
+        now,
+      );
     });
+    if (input.spec && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
     await this.#enforceLimits(state, input.limits);
     await this.#refreshIndex(state.sessionKey, state.sessionId);
     return { runId, sessionId: state.sessionId, seq: (row as TranscriptRow).seq };
@@ -329,6 +417,58 @@ export class SessionDO extends DurableObject<Env> {
     );
   }
 
+  /** A run in S3 §5's shape, with the caller that queued it (for access checks), or null. */
+  async runRecord(runId: string): Promise<{ view: RunView; callerId: string | null; sessionId: string } | null> {
+    const run = getRun(this.#sql, runId);
+    if (!run) return null;
+    return { view: runView(run, runToolExecutions(this.#sql, runId)), callerId: run.caller_id, sessionId: run.session_id };
+  }
+
+  /** A run's lifecycle events after `afterSeq`, and whether the run has ended. */
+  async runEvents(
+    runId: string,
+    afterSeq = 0,
+    limit = 500,
+  ): Promise<{ events: RunEvent[]; finished: boolean; callerId: string | null } | null> {
+    const run = getRun(this.#sql, runId);
+    if (!run) return null;
+    const events = listEvents(this.#sql, run, afterSeq, Math.max(1, Math.min(1000, limit)));
+    const finished = ["completed", "failed", "cancelled"].includes(run.status);
+    return { events, finished, callerId: run.caller_id };
+  }
+
+  /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */
+  async runDetail(runId: string): Promise<{ view: RunView; events: RunEvent[]; trace: TraceEvent[]; manifests: StoredManifest[] } | null> {
+    const run = getRun(this.#sql, runId);
+    if (!run) return null;
+    const manifests = this.#sql.all<{
+      turn_id: string;
+    }>`SELECT turn_id FROM prompt_manifests WHERE turn_id >= ${`${runId}:`} AND turn_id < ${`${runId};`} ORDER BY seq`
+      .map((r) => getManifest(this.#sql, r.turn_id))
+      .filter((m): m is StoredManifest => m !== undefined);
+    return {
+      view: runView(run, runToolExecutions(this.#sql, runId)),
+      events: listEvents(this.#sql, run, 0, 100_000),
+      trace: listTraces(this.#sql, runId),
+      manifests,
+    };
+  }
+
+  /** Cancels a queued or running run (`run.cancelled`); a finished run is left as it is. */
+  async cancelRun(
+    runId: string,
+  ): Promise<{ ok: true; status: RunStatus } | { ok: false; reason: "not_found" | "finished"; status?: RunStatus }> {
+    return this.#engine.cancel(runId);
+  }
+
+  /** The history for one of this session's runs: turns before its message (see buildHistory). */
+  async #runHistory(o: { beforeSeq: number; spec: RunSpec; fixedTokens: number }) {
+    const state = this.#currentSession();
+    const r = await this.#history(state, { window: o.spec.model, fixedTokens: o.fixedTokens, caps: o.spec.caps, beforeSeq: o.beforeSeq });
+    if (!r.ok) return { ok: false as const, estimatedTokens: r.estimatedTokens, inputBudget: r.inputBudget };
+    return { ok: true as const, messages: r.messages, summaries: r.summaries };
+  }
+
   /** S4 §1.2 checkpoint: the state, its revision, the bounded recent messages and the trace tail. */
   async checkpoint(identity: SessionIdentity): Promise<Checkpoint> {
     const state = await this.#state(identity);
@@ -440,11 +580,24 @@ export class SessionDO extends DurableObject<Env> {
     | { ok: true; messages: ContextMessage[]; summaries: string[]; estimatedTokens: number }
     | { ok: false; error: "over_budget"; estimatedTokens: number; inputBudget: number }
   > {
-    const state = await this.#state(identity);
+    return this.#history(await this.#state(identity), o);
+  }
+
+  async #history(
+    state: { sessionKey: string; agentId: string; sessionId: string },
+    o: { window: ModelWindow; fixedTokens: number; keepTurns?: number; caps?: ContextCaps; beforeSeq?: number },
+  ): Promise<
+    | { ok: true; messages: ContextMessage[]; summaries: string[]; estimatedTokens: number }
+    | { ok: false; error: "over_budget"; estimatedTokens: number; inputBudget: number }
+  > {
     const previous = this.#latestSummary(state.sessionId);
     const after = previous?.to_seq ?? 0;
+    const limitSeq = o.beforeSeq ?? Number.MAX_SAFE_INTEGER;
     // Only as many of the newest rows as the context can use, page by page: per-turn cost does not grow with the transcript.
-    const rows = collectRecentRows((beforeSeq, limit) => messagesBefore(this.#sql, state.sessionId, after, beforeSeq, limit), o.caps);
+    const rows = collectRecentRows(
+      (beforeSeq, limit) => messagesBefore(this.#sql, state.sessionId, after, Math.min(beforeSeq, limitSeq), limit),
+      o.caps,
+    );
     const summaries = previous ? [previous.text] : [];
     const summaryTokens = summaries.reduce((n, t) => n + summaryTokensInL6(t), 0);
     let prepared: ReturnType<typeof prepareHistory>;

@@ -100,4 +100,59 @@ export const SESSION_MIGRATIONS: Migrations = [
      UPDATE generations SET live_bytes = live_bytes - LENGTH(CAST(OLD.content AS BLOB)) + LENGTH(CAST(NEW.content AS BLOB))
        WHERE session_id = NEW.session_id;
    END;`,
+  // v7: the run engine. Each run carries the spec it was accepted under (model, tools, limits: no secrets),
+  // its outcome, lifecycle events (S3 §2), S4 §6 traces, and every tool call it planned, keyed by
+  // (round, tool_call_id) so a resumed run never executes a call twice. The failure loop (S3 §2) is per session.
+  `ALTER TABLE runs ADD COLUMN spec TEXT;
+   ALTER TABLE runs ADD COLUMN caller_id TEXT;
+   ALTER TABLE runs ADD COLUMN started_at TEXT;
+   ALTER TABLE runs ADD COLUMN finished_at TEXT;
+   ALTER TABLE runs ADD COLUMN output TEXT;
+   ALTER TABLE runs ADD COLUMN error TEXT;
+   ALTER TABLE runs ADD COLUMN rounds INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN tool_calls INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN executions INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN completion_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0;
+   CREATE TABLE run_events (
+     run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL,
+     event_id TEXT NOT NULL UNIQUE,
+     event_type TEXT NOT NULL,
+     ts TEXT NOT NULL,
+     payload TEXT NOT NULL,
+     PRIMARY KEY (run_id, seq)
+   ) WITHOUT ROWID;
+   CREATE TABLE run_traces (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     run_id TEXT NOT NULL,
+     ts REAL NOT NULL,
+     kind TEXT NOT NULL,
+     data TEXT NOT NULL
+   );
+   CREATE INDEX run_traces_by_run ON run_traces (run_id, id);
+   CREATE TABLE tool_executions (
+     run_id TEXT NOT NULL,
+     tool_call_id TEXT NOT NULL,
+     tool TEXT NOT NULL,
+     args TEXT NOT NULL,
+     round INTEGER NOT NULL,
+     ordinal INTEGER NOT NULL,
+     assistant_seq INTEGER NOT NULL,
+     status TEXT NOT NULL CHECK (status IN ('planned', 'started', 'done')),
+     ok INTEGER,
+     output TEXT,
+     error TEXT,
+     summary TEXT,
+     started_at TEXT,
+     finished_at TEXT,
+     duration_ms INTEGER,
+     PRIMARY KEY (run_id, round, tool_call_id)
+   ) WITHOUT ROWID;
+   CREATE TABLE failure_loop (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     state TEXT NOT NULL
+   );`,
 ];

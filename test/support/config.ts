@@ -36,3 +36,37 @@ export async function requestsTo(host: string): Promise<{ method: string; path: 
   const res = await fetch(`https://mock.control/requests?host=${encodeURIComponent(host)}`);
   return res.json();
 }
+
+/** A config for run tests: the `main` agent on the mock provider at `host`, with agent and runs overrides. */
+export function runConfig(
+  host: string,
+  o: { model?: Record<string, unknown>; agent?: Record<string, unknown>; runs?: Record<string, unknown>; agentId?: string } = {},
+): GatewayConfig {
+  const raw: GatewayConfigInput = {
+    models: {
+      default: "moonshot:kimi-k1-128k",
+      providers: {
+        moonshot: mockProvider(host, {
+          models: {
+            "kimi-k1-128k": { contextWindow: 131072, maxOutputTokens: 4096, supportsTools: true, supportsStreaming: false, ...o.model },
+          },
+        }) as never,
+      },
+    },
+    agents: { [o.agentId ?? "main"]: { tools: { allow: ["test.echo", "test.fail", "test.counter"] }, ...o.agent } as never },
+    ...(o.runs ? { runs: o.runs as never } : {}),
+  };
+  const result = parseGatewayConfig(raw);
+  if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);
+  return result.value;
+}
+
+/** Scripts the replies of a `script-…` mock provider host, in order. */
+export async function scriptProvider(host: string, steps: import("./outbound").ScriptStep[]): Promise<void> {
+  await fetch(`https://mock.control/script?host=${encodeURIComponent(host)}`, { method: "POST", body: JSON.stringify(steps) });
+}
+
+/** The request bodies a `script-…` host received. */
+export async function bodiesSentTo(host: string): Promise<{ model: string; stream?: boolean; messages: any[]; tools?: any[] }[]> {
+  return (await fetch(`https://mock.control/bodies?host=${encodeURIComponent(host)}`)).json();
+}

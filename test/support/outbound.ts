@@ -20,6 +20,66 @@ export interface RecordedRequest {
 
 const recorded: RecordedRequest[] = [];
 
+/**
+ * Scripted providers (`script-<id>.provider.test`): a test posts the replies in order to
+ * `POST https://mock.control/script?host=<host>`, and each chat completion takes the next one.
+ * Request bodies are kept and served at `GET https://mock.control/bodies?host=<host>`.
+ */
+export interface ScriptStep {
+  content?: string | null;
+  /** Tool calls as the provider sends them (`name` is the wire name). */
+  tool_calls?: { id: string; name: string; arguments: string }[];
+  /** An HTTP error status instead of a reply. */
+  status?: number;
+  delay_ms?: number;
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
+const scripts = new Map<string, ScriptStep[]>();
+const bodies = new Map<string, unknown[]>();
+
+function completion(
+  model: string,
+  stream: boolean,
+  content: string | null,
+  toolCalls: ScriptStep["tool_calls"],
+  usage: ScriptStep["usage"],
+) {
+  const calls = toolCalls?.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } }));
+  const finish = calls?.length ? "tool_calls" : "stop";
+  const u = usage ?? { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
+  if (stream) {
+    const chunk = (delta: object, finishReason: string | null = null) =>
+      `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
+    let out = chunk({ role: "assistant" });
+    for (const piece of (content ?? "").match(/.{1,3}/gs) ?? []) out += chunk({ content: piece });
+    if (calls?.length) out += chunk({ tool_calls: calls.map((t, index) => ({ index, ...t })) });
+    out += chunk({}, finish);
+    out += `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [], usage: u })}\n\n`;
+    return new Response(`${out}data: [DONE]\n\n`, { headers: { "content-type": "text/event-stream" } });
+  }
+  return json({
+    id: "chatcmpl-mock",
+    object: "chat.completion",
+    created: 0,
+    model,
+    choices: [
+      { index: 0, message: { role: "assistant", content, ...(calls?.length ? { tool_calls: calls } : {}) }, finish_reason: finish },
+    ],
+    usage: u,
+  });
+}
+
+async function scriptedAnswer(host: string, request: Request, url: URL): Promise<Response> {
+  if (request.method === "GET" && url.pathname.endsWith("/models")) return json({ object: "list", data: [] });
+  const body = (await request.json()) as { model: string; stream?: boolean };
+  bodies.set(host, [...(bodies.get(host) ?? []), body]);
+  const step = scripts.get(host)?.shift();
+  if (!step) return json({ error: { message: "script exhausted", type: "server_error" } }, 500);
+  if (step.delay_ms) await new Promise((r) => setTimeout(r, step.delay_ms));
+  if (step.status) return json({ error: { message: `scripted ${step.status}`, type: "scripted" } }, step.status);
+  return completion(body.model, body.stream === true, step.content ?? null, step.tool_calls, step.usage);
+}
+
 /** Models the `ok` scenario's provider lists. */
 const LISTED_MODELS = ["kimi-k1-128k", "kimi-k1-32k", "local-model"];
 
@@ -91,10 +151,16 @@ export async function outboundService(request: Request): Promise<Response> {
   const url = new URL(request.url);
   if (url.hostname === "mock.control") {
     const host = url.searchParams.get("host");
+    if (url.pathname === "/script" && host) {
+      scripts.set(host, (await request.json()) as ScriptStep[]);
+      return json({ ok: true });
+    }
+    if (url.pathname === "/bodies" && host) return json(bodies.get(host) ?? []);
     return json(host ? recorded.filter((r) => r.host === host) : recorded);
   }
   recorded.push({ method: request.method, host: url.hostname, path: url.pathname, authorized: request.headers.has("authorization") });
   const provider = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.provider\.test$/.exec(url.hostname);
+  if (provider?.[1] === "script") return scriptedAnswer(url.hostname, request, url);
   if (provider?.[1]) return providerAnswer(provider[1], request, url);
   return new Response(`unmocked outbound request: ${request.method} ${url.origin}${url.pathname}`, { status: 599 });
 }

@@ -1,0 +1,310 @@
+/**
+ * Runs over HTTP (S3 §5, DESIGN §3):
+ *   POST /v1/runs                      {agent_id, message} → 202 {id, status:"queued"}, in an isolated `run` session
+ *   GET  /v1/runs/{run_id}             S3's run shape
+ *   POST /v1/runs/{run_id}/cancel      ends a queued or running run with `run.cancelled`
+ *   GET  /v1/runs/{run_id}/events      lifecycle events as Server-Sent Events, from any seq
+ *   GET  /api/admin/runs               the D1 run index (admin)
+ *   GET  /api/admin/runs/{run_id}      the run with its events, trace and prompt manifests (admin)
+ * A run id names the SessionDO that holds it, so none of these scan anything.
+ * API callers see only their own runs; another caller's run is "not found".
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import { RUN_ID, runObjectId } from "../runs/ids";
+import { listRuns } from "../runs/index-d1";
+import { buildRunSpec } from "../runs/spec";
+import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
+import type { SessionDO } from "../sessions/SessionDO";
+import { requireScope } from "./auth";
+import { GatewayError } from "./errors";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+
+export const RunRequest = z
+  .strictObject({
+    agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
+    message: z.string().min(1).max(100_000),
+  })
+  .openapi("RunRequest");
+
+const Queued = z.object({ id: z.string(), status: z.literal("queued") }).openapi("RunQueued");
+
+const ToolExecutionResult = z
+  .object({ tool: z.string(), tool_call_id: z.string(), summary: z.string(), output: z.string(), error: z.string() })
+  .openapi("ToolExecutionResult");
+
+export const RunSchema = z
+  .object({
+    id: z.string(),
+    agent_id: z.string(),
+    source: z.string(),
+    status: z.enum(["queued", "running", "completed", "failed", "cancelled"]),
+    output: z.string(),
+    artifact_path: z.string(),
+    duration_ms: z.int(),
+    tool_calls: z.int(),
+    provider: z.string(),
+    model: z.string(),
+    trace: z.object({ tool_execution_results: z.array(ToolExecutionResult) }),
+  })
+  .openapi("Run");
+
+const RunEventSchema = z
+  .object({
+    event_id: z.string(),
+    event_type: z.string(),
+    ts: z.string(),
+    run_id: z.string(),
+    agent_id: z.string(),
+    seq: z.int(),
+    payload: z.record(z.string(), z.unknown()),
+  })
+  .openapi("RunEvent");
+
+const RunIdParam = z.object({ run_id: z.string().regex(RUN_ID, "a run id as returned by POST /v1/runs") });
+const errors = {
+  401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
+  404: { description: "No such run", content: { "application/json": { schema: ErrorEnvelope } } },
+} as const;
+
+const postRun = createRoute({
+  method: "post",
+  path: "/v1/runs",
+  summary: "Queue a run of an agent in a fresh, isolated session",
+  middleware: [requireScope("api"), requireJsonBody] as const,
+  request: { body: { required: true, content: { "application/json": { schema: RunRequest } } } },
+  responses: {
+    202: { description: "Run queued", content: { "application/json": { schema: Queued } } },
+    400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
+    ...errors,
+  },
+});
+
+const getRunRoute = createRoute({
+  method: "get",
+  path: "/v1/runs/{run_id}",
+  summary: "A run: status, output, tool executions",
+  middleware: [requireScope("api")] as const,
+  request: { params: RunIdParam },
+  responses: { 200: { description: "The run", content: { "application/json": { schema: RunSchema } } }, ...errors },
+});
+
+const cancelRoute = createRoute({
+  method: "post",
+  path: "/v1/runs/{run_id}/cancel",
+  summary: "Cancel a queued or running run",
+  middleware: [requireScope("api")] as const,
+  request: { params: RunIdParam },
+  responses: {
+    202: {
+      description: "Cancelled (queued run) or cancellation under way (running run)",
+      content: { "application/json": { schema: z.object({ id: z.string(), status: z.enum(["cancelled", "running"]) }) } },
+    },
+    409: { description: "The run has already ended", content: { "application/json": { schema: ErrorEnvelope } } },
+    ...errors,
+  },
+});
+
+const eventsRoute = createRoute({
+  method: "get",
+  path: "/v1/runs/{run_id}/events",
+  summary: "The run's lifecycle events as Server-Sent Events",
+  description:
+    "Each event is one SSE message: `id` = seq, `event` = event_type, `data` = the event JSON. Starts after `Last-Event-ID` " +
+    "(or `?after=`), so a client resumes where it stopped; follows the run until its terminal event unless `follow=false`.",
+  middleware: [requireScope("api")] as const,
+  request: {
+    params: RunIdParam,
+    query: z.object({
+      after: z.coerce.number().int().min(0).optional(),
+      follow: z.enum(["true", "false"]).default("true"),
+    }),
+  },
+  responses: { 200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } }, ...errors },
+});
+
+const adminListRoute = createRoute({
+  method: "get",
+  path: "/api/admin/runs",
+  summary: "List runs (the D1 run index)",
+  middleware: [requireScope("admin")] as const,
+  request: {
+    query: z.object({
+      agent_id: z.string().optional(),
+      status: z.enum(["queued", "running", "completed", "failed", "cancelled"]).optional(),
+      caller_id: z.string().optional(),
+      limit: z.coerce.number().int().min(1).max(200).default(50),
+    }),
+  },
+  responses: {
+    200: {
+      description: "Runs, newest first",
+      content: {
+        "application/json": {
+          schema: z.object({
+            runs: z.array(
+              z.object({
+                run_id: z.string(),
+                agent_id: z.string(),
+                session_key: z.string(),
+                session_id: z.string(),
+                caller_id: z.string().nullable(),
+                source: z.string(),
+                status: z.string(),
+                created_at: z.string(),
+                updated_at: z.string(),
+              }),
+            ),
+          }),
+        },
+      },
+    },
+    401: errors[401],
+  },
+});
+
+const adminRunRoute = createRoute({
+  method: "get",
+  path: "/api/admin/runs/{run_id}",
+  summary: "A run with all its events, its trace and the prompt manifest of each model call",
+  middleware: [requireScope("admin")] as const,
+  request: { params: RunIdParam },
+  responses: {
+    200: {
+      description: "The run in detail",
+      content: {
+        "application/json": {
+          schema: z.object({
+            run: RunSchema,
+            events: z.array(RunEventSchema),
+            trace: z.array(z.object({ ts: z.number(), kind: z.string(), data: z.record(z.string(), z.unknown()) })),
+            manifests: z.array(z.object({ turn_id: z.string(), created_at: z.string(), manifest: z.record(z.string(), z.unknown()) })),
+          }),
+        },
+      },
+    },
+    ...errors,
+  },
+});
+
+/** How often a followed event stream looks for new events, and how long one stream stays open. */
+const EVENT_POLL_MS = 250;
+const EVENT_STREAM_MAX_MS = 5 * 60_000;
+
+/** RPC results whose payloads are JSON objects lose their types over the stub; these name them again. */
+type EventsPage = Awaited<ReturnType<SessionDO["runEvents"]>>;
+type RunDetail = Awaited<ReturnType<SessionDO["runDetail"]>>;
+
+function runStub(c: Context<AppEnv>, runId: string): DurableObjectStub<SessionDO> {
+  const objectId = runObjectId(runId);
+  if (!objectId) throw notFound(runId);
+  let id: DurableObjectId;
+  try {
+    id = c.env.SESSIONS.idFromString(objectId);
+  } catch {
+    throw notFound(runId); // not an id of this namespace
+  }
+  return c.env.SESSIONS.get(id);
+}
+
+const notFound = (runId: string) => new GatewayError("resource.not_found", `no run ${runId}`);
+
+/** API callers reach only the runs they queued; admins reach every run. */
+function callerOf(c: Context<AppEnv>): string | null {
+  const principal = c.get("principal");
+  return principal?.scope === "api" ? principal.callerId : null;
+}
+
+/** The run routes. */
+export function runRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(postRun, async (c) => {
+    const body = c.req.valid("json");
+    const config = c.get("config");
+    if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
+    const agent = config.agents[body.agent_id] as (typeof config.agents)[string];
+    const callerId = callerOf(c) as string;
+    // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller.
+    const nonce = crypto.randomUUID().replaceAll("-", "");
+    const key = parseSessionKey(`agent:${body.agent_id}:http:${callerId}:run:${nonce}`);
+    if (!key.ok) throw new GatewayError("invalid.request", key.error);
+    const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
+    const queued = await session.enqueueMessage(
+      { sessionKey: formatSessionKey(key.key), agentId: body.agent_id },
+      { message: body.message, source: "http", limits: agent.session, spec: buildRunSpec(config, body.agent_id, "http"), callerId },
+    );
+    return c.json({ id: queued.runId, status: "queued" as const }, 202);
+  });
+
+  app.openapi(getRunRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const record = await runStub(c, run_id).runRecord(run_id);
+    if (!record || record.callerId !== callerOf(c)) throw notFound(run_id);
+    return c.json(record.view as z.infer<typeof RunSchema>, 200);
+  });
+
+  app.openapi(cancelRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const stub = runStub(c, run_id);
+    const record = await stub.runRecord(run_id);
+    if (!record || record.callerId !== callerOf(c)) throw notFound(run_id);
+    const result = await stub.cancelRun(run_id);
+    if (!result.ok && result.reason === "not_found") throw notFound(run_id);
+    if (!result.ok) throw new GatewayError("conflict", `run ${run_id} has already ended (${result.status})`);
+    return c.json({ id: run_id, status: result.status as "cancelled" | "running" }, 202);
+  });
+
+  app.openapi(eventsRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const stub = runStub(c, run_id);
+    const first = (await stub.runEvents(run_id, 0, 1)) as unknown as EventsPage;
+    if (!first || first.callerId !== callerOf(c)) throw notFound(run_id);
+    const lastEventId = Number.parseInt(c.req.header("Last-Event-ID") ?? "", 10);
+    let after = Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : (q.after ?? 0);
+    const follow = q.follow === "true";
+    return streamSSE(c, async (stream) => {
+      const deadline = Date.now() + EVENT_STREAM_MAX_MS;
+      let closed = false;
+      stream.onAbort(() => {
+        closed = true;
+      });
+      while (!closed) {
+        const page = (await stub.runEvents(run_id, after, 500)) as unknown as EventsPage;
+        if (!page) break;
+        for (const e of page.events) {
+          await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(e) });
+          after = e.seq;
+        }
+        if (page.events.length === 500) continue;
+        if (page.finished || !follow || Date.now() > deadline) break;
+        await stream.sleep(EVENT_POLL_MS);
+      }
+    }) as never;
+  });
+
+  app.openapi(adminListRoute, async (c) => {
+    const q = c.req.valid("query");
+    const runs = await listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, limit: q.limit });
+    return c.json({ runs }, 200);
+  });
+
+  app.openapi(adminRunRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const detail = (await runStub(c, run_id).runDetail(run_id)) as unknown as RunDetail;
+    if (!detail) throw notFound(run_id);
+    return c.json(
+      {
+        run: detail.view as z.infer<typeof RunSchema>,
+        events: detail.events,
+        trace: detail.trace,
+        manifests: detail.manifests.map((m) => ({ turn_id: m.turnId, created_at: m.createdAt, manifest: m.manifest })),
+      },
+      200,
+    );
+  });
+
+  return app;
+}

@@ -1,0 +1,742 @@
+/**
+ * The run engine: executes a session's queued runs inside its SessionDO, one
+ * at a time, in arrival order, driven by the object's alarm (S3 §2, S4 §3,
+ * §7, S1 §1.5, DESIGN "Tool calls", "Failure loop").
+ *
+ * A run is a loop of rounds: build the prompt (history before the run's
+ * message, L6, and the run's own tool rounds), check the context budget and
+ * the agent's token budget, call the model, then either run the tool calls it
+ * asked for or finish with its reply. Every step is persisted — in one storage
+ * transaction with the events it emits — before the next begins, so a run
+ * interrupted by eviction, a deploy or a crash resumes where it stopped:
+ * - a model call that was in flight is made again (it had no effect);
+ * - a tool call is marked `started` before its handler runs and `done` with
+ *   its result after; a call found `started` on resume had its effect, or not,
+ *   and is never run again (read-only tools excepted) — its result says so.
+ * After MAX_EXECUTIONS interrupted attempts a run fails rather than loop.
+ */
+import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context/budget";
+import { capText } from "../context/caps";
+import { GatewayError } from "../http/errors";
+import type { Logger } from "../observability/logger";
+import { assemblePromptStack, type HistoryMessage, type ToolPolicyId, toChatMessages } from "../prompts/assemble";
+import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
+import type { PromptManifest } from "../prompts/manifest";
+import { checkOutput } from "../prompts/output-guard";
+import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type ToolSpec } from "../providers/adapter";
+import { resolveProviderApiKey } from "../providers/api-key";
+import { redactText, secretValuesFromEnv } from "../security/redact";
+import type { Sql } from "../storage/sql";
+import { clampTimeout } from "../tools/envelope";
+import "../tools/builtin";
+import { tools as defaultRegistry, type ToolDefinition, type ToolOutcome, type ToolRegistry } from "../tools/registry";
+import { toWireName } from "../tools/wire-names";
+import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
+import { indexRun } from "./index-d1";
+import type { RunSpec } from "./spec";
+import {
+  appendEvent,
+  appendTrace,
+  getRun,
+  isTerminal,
+  loadFailureLoop,
+  nextRunnable,
+  parseSpec,
+  planToolCall,
+  type RunRow,
+  type RunStatus,
+  runToolExecutions,
+  saveFailureLoop,
+  type ToolExecutionRow,
+  unfinishedToolCalls,
+} from "./store";
+import { reserveTokens, settleTokens } from "./token-budget";
+import { parseToolCallMarkers, TOOL_CALLS_BEGIN, TOOL_CALLS_END, toolResultMessage } from "./tool-markers";
+
+/** A run interrupted this many times fails instead of starting again. */
+export const MAX_EXECUTIONS = 3;
+
+/** What the engine needs from its SessionDO. */
+export interface RunHost {
+  sql: Sql;
+  storage: DurableObjectStorage;
+  env: Env;
+  logger: Logger;
+  registry?: ToolRegistry;
+  /** The session the runs belong to. */
+  session(): { sessionKey: string; agentId: string; sessionId: string };
+  /** History before `beforeSeq`, within the budget left by `fixedTokens` (compacting if needed). */
+  history(o: {
+    beforeSeq: number;
+    spec: RunSpec;
+    fixedTokens: number;
+  }): Promise<
+    | { ok: true; messages: { role: "user" | "assistant" | "tool"; content: string }[]; summaries: string[] }
+    | { ok: false; estimatedTokens: number; inputBudget: number }
+  >;
+  /** Applies NOTES (S4 §2) of an assistant reply to the checkpoint; returns the visible text and traces. */
+  applyNotes(reply: string): Promise<{ visible: string; traces: { kind: "notes_patch" | "actions"; data: object }[] }>;
+  /** Appends an assistant or tool message to the transcript (already redacted). */
+  appendTranscript(m: { role: "assistant" | "tool"; content: string; runId: string; toolName?: string; toolCallId?: string }): number;
+  recordManifest(turnId: string, manifest: PromptManifest): void;
+}
+
+type Finish =
+  | { status: "completed"; output: string; payload?: Record<string, unknown> }
+  | { status: "failed"; code: string; message: string }
+  | { status: "cancelled"; reason: string };
+
+export class RunEngine {
+  readonly #host: RunHost;
+  readonly #registry: ToolRegistry;
+  /** In-flight work of the run executing now, so that cancel can stop it at once. */
+  readonly #controllers = new Map<string, AbortController>();
+
+  constructor(host: RunHost) {
+    this.#host = host;
+    this.#registry = host.registry ?? defaultRegistry;
+  }
+
+  /** Executes runs until none is queued. Called from the alarm. */
+  async drain(): Promise<void> {
+    for (;;) {
+      const run = nextRunnable(this.#host.sql);
+      if (!run) return;
+      await this.execute(run);
+    }
+  }
+
+  /** Requests cancellation. Queued runs end at once; a running one stops at its next step (its in-flight call is aborted). */
+  cancel(runId: string): { ok: true; status: RunStatus } | { ok: false; reason: "not_found" | "finished"; status?: RunStatus } {
+    const { sql, storage } = this.#host;
+    const run = getRun(sql, runId);
+    if (!run) return { ok: false, reason: "not_found" };
+    if (isTerminal(run.status)) return { ok: false, reason: "finished", status: run.status };
+    if (run.status === "queued") {
+      storage.transactionSync(() => this.#finishRow(run, { status: "cancelled", reason: "cancelled before it started" }));
+      void this.#index(runId);
+      return { ok: true, status: "cancelled" };
+    }
+    sql.run`UPDATE runs SET cancel_requested = 1 WHERE id = ${runId}`;
+    this.#controllers.get(runId)?.abort();
+    return { ok: true, status: "running" };
+  }
+
+  /** Executes (or resumes) one run to its end. Never throws: an unexpected error fails the run. */
+  async execute(initial: RunRow): Promise<void> {
+    const { sql, storage } = this.#host;
+    const spec = parseSpec(initial);
+    let run = initial;
+    if (!spec) {
+      storage.transactionSync(() => {
+        if (run.status === "queued") this.#start(run);
+        this.#finishRow(run, {
+          status: "failed",
+          code: "internal.error",
+          message: "this run was queued without a run spec and cannot execute",
+        });
+      });
+      await this.#index(run.id);
+      return;
+    }
+    if (run.executions >= MAX_EXECUTIONS) {
+      storage.transactionSync(() =>
+        this.#finishRow(run, {
+          status: "failed",
+          code: "internal.error",
+          message: `the run was interrupted ${run.executions} times and was not started again`,
+        }),
+      );
+      await this.#index(run.id);
+      return;
+    }
+    storage.transactionSync(() => {
+      if (run.status === "queued") this.#start(run);
+      else sql.run`UPDATE runs SET executions = executions + 1 WHERE id = ${run.id}`;
+    });
+    run = getRun(sql, run.id) as RunRow;
+    if (run.executions === 1) void this.#index(run.id);
+
+    const controller = new AbortController();
+    this.#controllers.set(run.id, controller);
+    let finish: Finish;
+    try {
+      finish = await this.#loop(run, spec, controller.signal);
+    } catch (err) {
+      this.#host.logger.log("error", "run.internal_error", { run_id: run.id, error_name: err instanceof Error ? err.name : "unknown" });
+      finish = { status: "failed", code: "internal.error", message: "the run failed unexpectedly; nothing more was done" };
+    } finally {
+      this.#controllers.delete(run.id);
+    }
+    const current = getRun(sql, run.id) as RunRow;
+    if (!isTerminal(current.status)) storage.transactionSync(() => this.#finishRow(current, finish));
+    const ended = getRun(sql, run.id) as RunRow;
+    this.#host.logger.log(ended.status === "failed" ? "warn" : "info", "run.finished", {
+      run_id: run.id,
+      agent_id: run.agent_id,
+      status: ended.status,
+      ...(finish.status === "failed" ? { code: finish.code } : {}),
+      rounds: ended.rounds,
+      tool_calls: ended.tool_calls,
+    });
+    await this.#index(run.id);
+  }
+
+  #start(run: RunRow): void {
+    const now = new Date().toISOString();
+    this.#host.sql.run`UPDATE runs SET status = 'running', started_at = ${now}, updated_at = ${now}, executions = 1 WHERE id = ${run.id}`;
+    appendEvent(this.#host.sql, run, "run.started", {});
+  }
+
+  /** Writes the terminal state, event and (for completed runs) nothing else: callers store the reply first. */
+  #finishRow(run: RunRow, f: Finish): void {
+    const { sql } = this.#host;
+    const now = new Date();
+    const iso = now.toISOString();
+    if (f.status === "completed") {
+      sql.run`UPDATE runs SET status = 'completed', output = ${f.output}, finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
+      const r = getRun(sql, run.id) as RunRow;
+      appendEvent(sql, run, "run.completed", {
+        rounds: r.rounds,
+        tool_calls: r.tool_calls,
+        usage: { prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens },
+        ...f.payload,
+      });
+    } else if (f.status === "failed") {
+      sql.run`UPDATE runs SET status = 'failed', output = ${f.message}, error = ${JSON.stringify({ code: f.code, message: f.message })},
+                     finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
+      appendEvent(sql, run, "run.failed", { code: f.code, message: f.message });
+    } else {
+      sql.run`UPDATE runs SET status = 'cancelled', output = '', finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
+      appendEvent(sql, run, "run.cancelled", { reason: f.reason });
+    }
+  }
+
+  async #index(runId: string): Promise<void> {
+    const { sql, env } = this.#host;
+    const run = getRun(sql, runId);
+    if (!run) return;
+    const session = this.#host.session();
+    try {
+      await indexRun(env.DB, {
+        run_id: run.id,
+        agent_id: run.agent_id,
+        session_key: session.sessionKey,
+        session_id: run.session_id,
+        caller_id: run.caller_id,
+        source: run.source,
+        status: run.status,
+        created_at: run.created_at,
+        updated_at: run.updated_at,
+      });
+      sql.run`UPDATE runs SET indexed = 1 WHERE id = ${runId}`;
+    } catch {
+      // The index is for listing only; the run itself is safe here. The next index write brings it up to date.
+      sql.run`UPDATE runs SET indexed = 0 WHERE id = ${runId}`;
+    }
+  }
+
+  /** The rounds of one run, from wherever it stopped. */
+  async #loop(initial: RunRow, spec: RunSpec, signal: AbortSignal): Promise<Finish> {
+    const { sql } = this.#host;
+    const userMessage = sql.one<{ content: string }>`SELECT content FROM transcript WHERE seq = ${initial.message_seq}`;
+    if (!userMessage) return { status: "failed", code: "internal.error", message: "the run's message is no longer in the session" };
+    // A new request after an escalation starts the failure loop afresh: the user has given guidance.
+    if (initial.rounds === 0 && loadFailureLoop(sql).mode === "escalated") saveFailureLoop(sql, INITIAL_FAILURE_LOOP);
+
+    for (;;) {
+      const run = getRun(sql, initial.id) as RunRow;
+      if (run.cancel_requested || signal.aborted) return { status: "cancelled", reason: "cancelled while running" };
+
+      const pending = unfinishedToolCalls(sql, run.id);
+      if (pending.length > 0) {
+        const escalated = await this.#executeTools(run, spec, pending, signal);
+        if (escalated) return escalated;
+        continue;
+      }
+
+      // Input disclosure guard (S1 §2.5): a refused request never reaches the model.
+      if (run.rounds === 0) {
+        const verdict = classifyDisclosureRequest(userMessage.content);
+        if (verdict.refuse) {
+          const reply = disclosureRefusalMessage();
+          this.#host.appendTranscript({ role: "assistant", content: reply, runId: run.id });
+          return { status: "completed", output: reply, payload: { refused: REFUSE_SYSTEM_PROMPT } };
+        }
+      }
+
+      const outcome = await this.#modelRound(run, spec, userMessage.content, signal);
+      if (outcome) return outcome;
+    }
+  }
+
+  /** The tools offered to the model: allowlisted and registered, each once under its canonical name. */
+  #offeredTools(spec: RunSpec): ToolDefinition[] {
+    const seen = new Set<ToolDefinition>();
+    for (const name of spec.tools) {
+      const def = this.#registry.get(name);
+      if (def) seen.add(def);
+    }
+    return [...seen].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
+  async #modelRound(run: RunRow, spec: RunSpec, userMessage: string, signal: AbortSignal): Promise<Finish | undefined> {
+    const { sql, storage, env } = this.#host;
+    const offered = this.#offeredTools(spec);
+    const policy: ToolPolicyId = offered.length === 0 ? "none" : spec.model.supportsTools ? "native" : "markers";
+    const loop = loadFailureLoop(sql);
+    const recovery = loop.mode === "recovery";
+
+    // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
+    const base = { agentId: spec.agentId, channel: spec.channel, toolPolicy: policy, recovery, userMessage };
+    const live = this.#liveMessages(run, spec);
+    const fixedTokens = estimateMessagesTokens([...toChatMessages(await assemblePromptStack(base)), ...live]);
+    const history = await this.#host.history({ beforeSeq: run.message_seq, spec, fixedTokens });
+    if (!history.ok) return overBudget(new OverBudgetError(history.estimatedTokens, history.inputBudget));
+    if (history.summaries.length > 0) appendTrace(sql, run.id, "retrieval", { summaries: history.summaries.length });
+    const prompt = await assemblePromptStack({
+      ...base,
+      history: history.messages.map(toHistoryMessage),
+      l6Context: history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })),
+    });
+    const messages: ChatCompletionMessageParam[] = [...toChatMessages(prompt), ...live];
+    const estimated = estimateMessagesTokens(messages);
+    const budget = inputBudget(spec.model);
+    if (estimated > budget) return overBudget(new OverBudgetError(estimated, budget));
+
+    // The agent's token budget, reserved before the network (estimated input + the model's output reservation).
+    let reservation: { day: string; reserved: number } | null = null;
+    if (spec.tokensPerDay !== null) {
+      const r = await reserveTokens(env.DB, spec.agentId, estimated + spec.model.maxOutputTokens, spec.tokensPerDay, new Date());
+      if (!r.ok)
+        return {
+          status: "failed",
+          code: "over_budget",
+          message: `agent "${spec.agentId}" has used ${r.used} of its ${r.limit} tokens for ${r.day} (UTC); this call needs up to ${estimated + spec.model.maxOutputTokens}`,
+        };
+      reservation = r;
+    }
+
+    const round = run.rounds + 1;
+    const stream = spec.model.supportsStreaming;
+    storage.transactionSync(() => {
+      this.#host.recordManifest(`${run.id}:${round}:${run.executions}`, prompt.manifest);
+      appendEvent(sql, run, "model.requested", {
+        round,
+        provider: spec.model.providerId,
+        model: spec.model.modelId,
+        stack_sha256: prompt.manifest.stack_sha256,
+        estimated_input_tokens: estimated,
+        tool_policy: policy,
+        recovery,
+        stream,
+      });
+      appendTrace(sql, run.id, "llm_req", {
+        round,
+        model: spec.model.ref,
+        messages: messages.length,
+        tools: offered.length,
+        estimated_input_tokens: estimated,
+      });
+    });
+
+    let result: ChatResult;
+    const started = Date.now();
+    try {
+      result = await this.#callModel(spec, messages, policy === "native" ? offered : [], signal, run.id);
+    } catch (err) {
+      if (reservation) await settleTokens(env.DB, spec.agentId, reservation.day, reservation.reserved, 0).catch(() => {});
+      if (signal.aborted) return { status: "cancelled", reason: "cancelled while the model was answering" };
+      if (err instanceof ProviderError || err instanceof GatewayError) {
+        const reason = err instanceof ProviderError ? err.reason : err.code;
+        appendTrace(sql, run.id, "llm_done", { round, ok: false, reason });
+        this.#host.logger.log("warn", "model.call", {
+          run_id: run.id,
+          provider: spec.model.providerId,
+          model: spec.model.modelId,
+          stack_sha256: prompt.manifest.stack_sha256,
+          estimated_input_tokens: estimated,
+          status: "failed",
+          reason,
+          latency_ms: Date.now() - started,
+        });
+        return { status: "failed", code: err.code, message: err.message };
+      }
+      throw err;
+    }
+    const usage = result.usage ?? {
+      promptTokens: estimated,
+      completionTokens: estimateMessagesTokens([{ content: result.content }]),
+      totalTokens: 0,
+    };
+    const total = usage.totalTokens || usage.promptTokens + usage.completionTokens;
+    if (reservation) await settleTokens(env.DB, spec.agentId, reservation.day, reservation.reserved, total).catch(() => {});
+    if (signal.aborted) return { status: "cancelled", reason: "cancelled while the model was answering" };
+
+    this.#host.logger.log("info", "model.call", {
+      run_id: run.id,
+      provider: spec.model.providerId,
+      model: spec.model.modelId,
+      stack_sha256: prompt.manifest.stack_sha256,
+      estimated_input_tokens: estimated,
+      status: "ok",
+      attempts: result.attempts,
+      prompt_tokens: usage.promptTokens,
+      completion_tokens: usage.completionTokens,
+      latency_ms: Date.now() - started,
+    });
+
+    // Markers are parsed for marker-protocol models and stripped from every reply (DESIGN "Tool calls").
+    const markers = parseToolCallMarkers(result.content);
+    let calls: { id: string; tool: string; args: Record<string, unknown> | string }[] = result.toolCalls.map((c: ToolCall) => ({
+      id: c.id,
+      tool: c.name,
+      args: c.arguments,
+    }));
+    let markerError: string | null = null;
+    if (policy === "markers") {
+      calls = markers.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args }));
+      markerError = markers.error;
+    }
+    const notes = await this.#host.applyNotes(markers.visible);
+    const secrets = secretValuesFromEnv(env);
+    const verdict = checkOutput(notes.visible);
+    const visible = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+
+    storage.transactionSync(() => {
+      sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${usage.promptTokens}, completion_tokens = completion_tokens + ${usage.completionTokens}
+              WHERE id = ${run.id}`;
+      appendTrace(sql, run.id, "llm_done", {
+        round,
+        ok: true,
+        finish_reason: result.finishReason,
+        attempts: result.attempts,
+        latency_ms: Date.now() - started,
+        usage: { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens },
+        tool_calls: calls.length,
+      });
+      for (const t of notes.traces) appendTrace(sql, run.id, t.kind, t.data as Record<string, unknown>);
+    });
+    if (verdict.blocked) {
+      this.#host.logger.log("warn", "prompt.disclosure_refused", { request_id: run.id, stage: "output", signals: [verdict.reason] });
+      this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+      return { status: "completed", output: visible, payload: { refused: REFUSE_SYSTEM_PROMPT } };
+    }
+
+    if (calls.length === 0 && markerError === null) {
+      this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+      return { status: "completed", output: visible };
+    }
+    if (run.rounds >= spec.maxToolRounds) {
+      this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+      return {
+        status: "failed",
+        code: "invalid.request",
+        message: `the model asked for more tool rounds than this run allows (runs.maxToolRounds = ${spec.maxToolRounds})`,
+      };
+    }
+
+    // A malformed marker block becomes one failed call the model sees in the next round (S4 §3).
+    if (markerError !== null) calls = [{ id: `markers-${round}`, tool: MARKER_BLOCK, args: markerError }];
+    storage.transactionSync(() => {
+      const seq = this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+      const seen = new Set<string>();
+      calls.forEach((c, ordinal) => {
+        // Ids must be unique within a response; a repeat gets a derived id (its result reports the problem).
+        const id = seen.has(c.id) ? `${c.id}#${ordinal}` : c.id;
+        seen.add(id);
+        const args = typeof c.args === "string" ? c.args : redactText(JSON.stringify(c.args), secrets);
+        planToolCall(sql, { runId: run.id, toolCallId: id, tool: c.tool, args, round, ordinal, assistantSeq: seq });
+        appendEvent(sql, run, "tool.call", { round, tool: c.tool, tool_call_id: id, args: safeJson(args) });
+      });
+      appendTrace(sql, run.id, "tool_plan", { round, calls: calls.map((c) => ({ id: c.id, tool: c.tool })) });
+      sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length}, updated_at = ${new Date().toISOString()}
+              WHERE id = ${run.id}`;
+    });
+    return undefined;
+  }
+
+  async #callModel(
+    spec: RunSpec,
+    messages: ChatCompletionMessageParam[],
+    offered: ToolDefinition[],
+    signal: AbortSignal,
+    runId: string,
+  ): Promise<ChatResult> {
+    const apiKey = resolveProviderApiKey(this.#host.env, spec.model.providerId, spec.model);
+    const toolSpecs: ToolSpec[] = offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
+    const req = { model: spec.model, apiKey, messages, ...(toolSpecs.length ? { tools: toolSpecs } : {}) };
+    const options = { maxAttempts: spec.providerAttempts, timeoutMs: spec.providerTimeoutMs, signal };
+    if (!spec.model.supportsStreaming) return chat(req, options);
+    let chunks = 0;
+    for await (const event of streamChat(req, signal, options)) {
+      if (event.type === "delta") chunks++;
+      else {
+        appendTrace(this.#host.sql, runId, "llm_stream", { chunks });
+        return event.result;
+      }
+    }
+    throw new ProviderError("unreachable", `the stream from ${spec.model.ref} ended without a result`, false);
+  }
+
+  /**
+   * The run's own rounds as provider messages: each assistant turn that asked
+   * for tools, then one tool message per call (S4 §3 result JSON). Native
+   * models get `tool_calls` with legal wire names; marker models get their
+   * marker block back.
+   */
+  #liveMessages(run: RunRow, spec: RunSpec): ChatCompletionMessageParam[] {
+    const { sql } = this.#host;
+    const executions = runToolExecutions(sql, run.id).filter((e) => e.status === "done");
+    if (executions.length === 0) return [];
+    const native = spec.model.supportsTools && this.#offeredTools(spec).length > 0;
+    const bySeq = new Map<number, ToolExecutionRow[]>();
+    for (const e of executions) bySeq.set(e.assistant_seq, [...(bySeq.get(e.assistant_seq) ?? []), e]);
+    const out: ChatCompletionMessageParam[] = [];
+    for (const [seq, calls] of [...bySeq.entries()].sort(([a], [b]) => a - b)) {
+      const text = sql.one<{ content: string }>`SELECT content FROM transcript WHERE seq = ${seq}`?.content ?? "";
+      const real = calls.filter((c) => c.tool !== MARKER_BLOCK);
+      if (native) {
+        out.push({
+          role: "assistant",
+          content: text || null,
+          tool_calls: real.map((c) => ({
+            id: c.tool_call_id,
+            type: "function" as const,
+            function: { name: safeWireName(c.tool), arguments: c.args },
+          })),
+        });
+      } else {
+        const block = real.length
+          ? `${TOOL_CALLS_BEGIN}\n${JSON.stringify(real.map((c) => ({ id: c.tool_call_id, tool: c.tool, args: safeJson(c.args) })))}\n${TOOL_CALLS_END}`
+          : "";
+        out.push({ role: "assistant", content: [text, block].filter(Boolean).join("\n") });
+      }
+      for (const c of calls) {
+        const content = capText(
+          toolResultMessage({
+            id: c.tool_call_id,
+            tool: c.tool,
+            ok: c.ok === 1,
+            output: c.output === null ? null : safeJson(c.output),
+            error: c.error ? (JSON.parse(c.error) as { code: string; message: string }) : null,
+          }),
+          spec.caps.toolOutput + spec.caps.toolError + 200,
+        );
+        out.push({ role: "tool", tool_call_id: c.tool_call_id, content });
+      }
+    }
+    return out;
+  }
+
+  /** Runs the unfinished calls of the run in order. Returns a finish when the failure loop escalates. */
+  async #executeTools(run: RunRow, spec: RunSpec, pending: ToolExecutionRow[], signal: AbortSignal): Promise<Finish | undefined> {
+    const { sql, storage, env } = this.#host;
+    const secrets = secretValuesFromEnv(env);
+    for (const call of pending) {
+      if (signal.aborted || getRun(sql, run.id)?.cancel_requested) return { status: "cancelled", reason: "cancelled while running tools" };
+      const def = this.#registry.get(call.tool);
+      const started = Date.now();
+      let outcome: ToolOutcome;
+      let replay = false;
+      if (call.status === "started") {
+        // Interrupted after the handler began: run again only what cannot have had an effect.
+        if (def?.risk === "read_only") outcome = await this.#runHandler(run, spec, call, def, signal);
+        else {
+          replay = true;
+          outcome = {
+            ok: false,
+            error: {
+              code: "internal.error",
+              message: "the gateway was interrupted while this call ran; it was not repeated, so its effect is unknown",
+            },
+          };
+        }
+      } else {
+        const denied = this.#gate(spec, call, def);
+        if (denied) outcome = denied;
+        else {
+          storage.transactionSync(() => {
+            sql.run`UPDATE tool_executions SET status = 'started', started_at = ${new Date().toISOString()}
+                    WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
+            appendTrace(sql, run.id, "tool_start", { tool: call.tool, tool_call_id: call.tool_call_id });
+          });
+          outcome = await this.#runHandler(run, spec, call, def as ToolDefinition, signal);
+        }
+      }
+      const duration = Date.now() - started;
+      const output = outcome.ok ? redactText(JSON.stringify(outcome.output ?? null), secrets) : null;
+      const error = outcome.ok ? null : { code: outcome.error.code, message: redactText(outcome.error.message, secrets) };
+      const summary = outcome.summary
+        ? redactText(outcome.summary, secrets)
+        : outcome.ok
+          ? `${call.tool} succeeded`
+          : `${call.tool} failed`;
+      let escalated: Finish | undefined;
+      storage.transactionSync(() => {
+        const now = new Date().toISOString();
+        sql.run`UPDATE tool_executions SET status = 'done', ok = ${outcome.ok ? 1 : 0}, output = ${output},
+                       error = ${error ? JSON.stringify(error) : null}, summary = ${summary}, finished_at = ${now}, duration_ms = ${duration}
+                WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
+        this.#host.appendTranscript({
+          role: "tool",
+          content: JSON.stringify({
+            summary,
+            ...(error ? { error: `${error.code}: ${error.message}` } : {}),
+            ...(output ? { output } : {}),
+          }),
+          runId: run.id,
+          toolName: call.tool,
+          toolCallId: call.tool_call_id,
+        });
+        appendEvent(sql, run, "tool.result", {
+          round: call.round,
+          tool: call.tool,
+          tool_call_id: call.tool_call_id,
+          ok: outcome.ok,
+          error,
+          summary,
+          duration_ms: duration,
+          ...(replay ? { interrupted: true } : {}),
+        });
+        appendTrace(sql, run.id, "tool_done", { tool: call.tool, tool_call_id: call.tool_call_id, ok: outcome.ok, duration_ms: duration });
+        const state = recordToolResult(
+          loadFailureLoop(sql),
+          {
+            tool: call.tool,
+            ok: outcome.ok,
+            ...(error ? { error: `${error.code}: ${error.message}` } : {}),
+            ...(output ? { output } : {}),
+          },
+          spec.failureLoop,
+          secrets,
+        );
+        saveFailureLoop(sql, state);
+        if (state.mode === "escalated") {
+          const message = escalationMessage(state);
+          this.#host.appendTranscript({ role: "assistant", content: message, runId: run.id });
+          escalated = { status: "completed", output: message, payload: { needs_guidance: true } };
+        }
+      });
+      if (escalated) {
+        // Calls planned after the escalation are not run; they are closed so the log stays complete.
+        this.#closeRemaining(run, "not run: the run stopped to ask the user for guidance");
+        return escalated;
+      }
+    }
+    return undefined;
+  }
+
+  /** Policy for one call (fail closed): known, allowlisted, no side effects until approvals exist, well-formed input. */
+  #gate(spec: RunSpec, call: ToolExecutionRow, def: ToolDefinition | undefined): ToolOutcome | null {
+    if (call.tool === MARKER_BLOCK)
+      return { ok: false, error: { code: "invalid.request", message: `tool-call block rejected: ${call.args}` } };
+    if (!def) return { ok: false, error: { code: "tool.not_found", message: `no tool named "${call.tool.slice(0, 64)}"` } };
+    const allowed = spec.tools.some((name) => this.#registry.get(name) === def);
+    if (!allowed) return { ok: false, error: { code: "policy.denied", message: `${def.name} is not allowed for agent "${spec.agentId}"` } };
+    // S1 §3.3: side effects need a human approval, which this gateway does not offer yet — so they are denied.
+    if (def.risk === "side_effect")
+      return {
+        ok: false,
+        error: { code: "policy.denied", message: `${def.name} has side effects and needs a human approval, which is not available yet` },
+      };
+    const args = safeJson(call.args);
+    if (!args || typeof args !== "object" || Array.isArray(args))
+      return { ok: false, error: { code: "tool.input_invalid", message: "the tool input must be a JSON object" } };
+    return null;
+  }
+
+  /** The handler under its clamped timeout (S3 §1.1) and the run's cancellation; a throw becomes internal.error. */
+  async #runHandler(run: RunRow, spec: RunSpec, call: ToolExecutionRow, def: ToolDefinition, runSignal: AbortSignal): Promise<ToolOutcome> {
+    const input = safeJson(call.args) as Record<string, unknown>;
+    const requested = typeof input.timeout_ms === "number" ? input.timeout_ms : undefined;
+    const timeoutMs = clampTimeout(requested, spec.toolTimeoutMs);
+    const controller = new AbortController();
+    const onAbort = () => controller.abort();
+    runSignal.addEventListener("abort", onAbort);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<ToolOutcome>((resolve) => {
+      timer = setTimeout(() => {
+        controller.abort();
+        resolve({ ok: false, error: { code: "timeout", message: `${def.name} did not finish within ${timeoutMs} ms`, retryable: true } });
+      }, timeoutMs);
+    });
+    try {
+      const session = this.#host.session();
+      return await Promise.race([
+        def.handler(input, {
+          env: this.#host.env,
+          agentId: spec.agentId,
+          runId: run.id,
+          sessionKey: session.sessionKey,
+          toolCallId: call.tool_call_id,
+          signal: controller.signal,
+          timeoutMs,
+        }),
+        timeout,
+      ]);
+    } catch (err) {
+      this.#host.logger.log("error", "run.internal_error", {
+        run_id: run.id,
+        tool: def.name,
+        error_name: err instanceof Error ? err.name : "unknown",
+      });
+      return { ok: false, error: { code: "internal.error", message: `${def.name} failed unexpectedly` } };
+    } finally {
+      clearTimeout(timer);
+      runSignal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  #closeRemaining(run: RunRow, reason: string): void {
+    const { sql, storage } = this.#host;
+    for (const call of unfinishedToolCalls(sql, run.id)) {
+      storage.transactionSync(() => {
+        const error = { code: "invalid.request", message: reason };
+        sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${JSON.stringify(error)}, summary = ${reason}, duration_ms = 0,
+                       finished_at = ${new Date().toISOString()}
+                WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
+        appendEvent(sql, run, "tool.result", {
+          round: call.round,
+          tool: call.tool,
+          tool_call_id: call.tool_call_id,
+          ok: false,
+          error,
+          summary: reason,
+          duration_ms: 0,
+        });
+      });
+    }
+  }
+}
+
+/** The pseudo-tool a malformed marker block is reported as. */
+const MARKER_BLOCK = "tool_calls.block";
+
+function overBudget(err: OverBudgetError): Finish {
+  return { status: "failed", code: "over_budget", message: err.message };
+}
+
+function toHistoryMessage(m: { role: "user" | "assistant" | "tool"; content: string }): HistoryMessage {
+  // Earlier runs' tool results (S3 §6 Option A text) are replayed as the assistant's own record: a role="tool"
+  // message that answers no tool call in the same request is refused by OpenAI-compatible APIs (decision D-013).
+  return { role: m.role === "user" ? "user" : "assistant", content: m.content };
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function safeWireName(name: string): string {
+  try {
+    return toWireName(name);
+  } catch {
+    return "invalid_tool_name";
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * The run spec: everything a run needs from the configuration, resolved by the
+ * Worker when the run is accepted and stored with the run. A run executes under
+ * the configuration it was accepted under (and its record says which), and the
+ * SessionDO never needs the config file. It holds no secrets: the provider key
+ * is read from the environment at call time (S1 §1.3).
+ */
+
+import { type ResolvedModel, resolveAgentModel } from "../config/model-ref";
+import type { GatewayConfig } from "../config/schema";
+import type { ContextCaps } from "../context/caps";
+import type { FailureLoopConfig } from "./failure-loop";
+
+export interface RunSpec {
+  agentId: string;
+  /** The session's channel, for L3 (`http`, `telegram`, …). */
+  channel: string;
+  model: ResolvedModel;
+  caps: ContextCaps;
+  /** Tool names (or aliases) allowlisted for the agent. */
+  tools: string[];
+  maxToolRounds: number;
+  toolTimeoutMs: { min: number; max: number };
+  providerAttempts: number;
+  providerTimeoutMs: number;
+  failureLoop: FailureLoopConfig;
+  /** Provider tokens per UTC day for the agent; null = unlimited. */
+  tokensPerDay: number | null;
+}
+
+/** The spec for a run of `agentId` on `channel` (the agent must exist in `config`). */
+export function buildRunSpec(config: GatewayConfig, agentId: string, channel: string): RunSpec {
+  const agent = config.agents[agentId];
+  if (!agent) throw new Error(`unknown agent "${agentId}"`);
+  return {
+    agentId,
+    channel,
+    model: resolveAgentModel(config, agentId),
+    caps: { ...agent.context },
+    tools: [...agent.tools.allow],
+    maxToolRounds: config.runs.maxToolRounds,
+    toolTimeoutMs: { ...config.runs.toolTimeoutMs },
+    providerAttempts: config.runs.providerAttempts,
+    providerTimeoutMs: config.runs.providerTimeoutMs,
+    failureLoop: { ...config.runs.failureLoop, recentAttempts: 5 },
+    tokensPerDay: agent.budget.tokensPerDay ?? null,
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * The run engine's rows in the SessionDO's SQLite (schema v7): runs, their
+ * lifecycle events (S3 §2), S4 §6 traces, planned and executed tool calls,
+ * and the session's failure-loop state. Plain functions over `Sql`; the
+ * caller wraps related writes in one storage transaction.
+ */
+import type { Sql } from "../storage/sql";
+import { type EventType, nextEvent, type RunEvent, TERMINAL } from "./events";
+import { type FailureLoopState, INITIAL_FAILURE_LOOP } from "./failure-loop";
+import type { RunSpec } from "./spec";
+
+export type RunStatus = "queued" | "running" | "completed" | "failed" | "cancelled";
+
+export interface RunRow {
+  id: string;
+  session_id: string;
+  source: string;
+  agent_id: string;
+  caller_id: string | null;
+  status: RunStatus;
+  message_seq: number;
+  spec: string | null;
+  created_at: string;
+  updated_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  output: string | null;
+  error: string | null;
+  rounds: number;
+  tool_calls: number;
+  executions: number;
+  cancel_requested: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  indexed: number;
+}
+
+export function getRun(sql: Sql, runId: string): RunRow | undefined {
+  return sql.one<RunRow & Record<string, SqlStorageValue>>`SELECT * FROM runs WHERE id = ${runId}`;
+}
+
+/** The run to work on next: one already running (resumed after an interruption), else the oldest queued. */
+export function nextRunnable(sql: Sql): RunRow | undefined {
+  return sql.one<RunRow & Record<string, SqlStorageValue>>`
+    SELECT * FROM runs WHERE status IN ('running', 'queued')
+    ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, message_seq LIMIT 1`;
+}
+
+export function parseSpec(run: RunRow): RunSpec | null {
+  return run.spec ? (JSON.parse(run.spec) as RunSpec) : null;
+}
+
+// ---- lifecycle events ----------------------------------------------------------------
+
+type EventRow = { seq: number; event_id: string; event_type: string; ts: string; payload: string };
+
+const toEvent = (runId: string, agentId: string, r: EventRow): RunEvent => ({
+  event_id: r.event_id,
+  event_type: r.event_type as EventType,
+  ts: r.ts,
+  run_id: runId,
+  agent_id: agentId,
+  seq: r.seq,
+  payload: JSON.parse(r.payload) as Record<string, unknown>,
+});
+
+/** Appends the run's next event; an illegal order is a bug and throws (inside the caller's transaction). */
+export function appendEvent(
+  sql: Sql,
+  run: { id: string; agent_id: string },
+  type: EventType,
+  payload: Record<string, unknown>,
+  now = new Date(),
+): RunEvent {
+  const last = sql.one<{ seq: number; event_type: string }>`
+    SELECT seq, event_type FROM run_events WHERE run_id = ${run.id} ORDER BY seq DESC LIMIT 1`;
+  const previous = last ? { seq: last.seq, event_type: last.event_type as EventType } : undefined;
+  const next = nextEvent(previous, { event_type: type, run_id: run.id, agent_id: run.agent_id, payload, now });
+  if (!next.ok) throw new Error(`run ${run.id}: ${next.error}`);
+  const e = next.event;
+  sql.run`INSERT INTO run_events (run_id, seq, event_id, event_type, ts, payload)
+          VALUES (${e.run_id}, ${e.seq}, ${e.event_id}, ${e.event_type}, ${e.ts}, ${JSON.stringify(e.payload)})`;
+  return e;
+}
+
+/** Events of a run with seq > afterSeq, in order. */
+export function listEvents(sql: Sql, run: { id: string; agent_id: string }, afterSeq = 0, limit = 1000): RunEvent[] {
+  return sql.all<EventRow>`SELECT seq, event_id, event_type, ts, payload FROM run_events WHERE run_id = ${run.id} AND seq > ${afterSeq}
+                   ORDER BY seq LIMIT ${limit}`.map((r) => toEvent(run.id, run.agent_id, r));
+}
+
+export const isTerminal = (status: string): boolean => status === "completed" || status === "failed" || status === "cancelled";
+export const isTerminalEvent = (type: EventType): boolean => TERMINAL.has(type);
+
+// ---- S4 §6 traces ---------------------------------------------------------------------
+
+export const TRACE_KINDS = [
+  "llm_req",
+  "llm_stream",
+  "llm_done",
+  "notes_patch",
+  "actions",
+  "retrieval",
+  "tool_plan",
+  "tool_start",
+  "tool_done",
+] as const;
+export type TraceKind = (typeof TRACE_KINDS)[number];
+
+export interface TraceEvent {
+  ts: number;
+  kind: TraceKind;
+  data: Record<string, unknown>;
+}
+
+export function appendTrace(sql: Sql, runId: string, kind: TraceKind, data: Record<string, unknown>, now = Date.now()): void {
+  sql.run`INSERT INTO run_traces (run_id, ts, kind, data) VALUES (${runId}, ${now / 1000}, ${kind}, ${JSON.stringify(data)})`;
+}
+
+export function listTraces(sql: Sql, runId: string): TraceEvent[] {
+  return sql.all<{ ts: number; kind: string; data: string }>`SELECT ts, kind, data FROM run_traces WHERE run_id = ${runId} ORDER BY id`.map(
+    (r) => ({ ts: r.ts, kind: r.kind as TraceKind, data: JSON.parse(r.data) as Record<string, unknown> }),
+  );
+}
+
+// ---- tool executions --------------------------------------------------------------------
+
+export interface ToolExecutionRow {
+  run_id: string;
+  tool_call_id: string;
+  tool: string;
+  args: string;
+  round: number;
+  ordinal: number;
+  assistant_seq: number;
+  status: "planned" | "started" | "done";
+  ok: number | null;
+  output: string | null;
+  error: string | null;
+  summary: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  duration_ms: number | null;
+}
+
+export function planToolCall(
+  sql: Sql,
+  c: { runId: string; toolCallId: string; tool: string; args: string; round: number; ordinal: number; assistantSeq: number },
+): void {
+  sql.run`INSERT INTO tool_executions (run_id, tool_call_id, tool, args, round, ordinal, assistant_seq, status)
+          VALUES (${c.runId}, ${c.toolCallId}, ${c.tool}, ${c.args}, ${c.round}, ${c.ordinal}, ${c.assistantSeq}, 'planned')`;
+}
+
+/** Calls of the run, in the order they were planned. */
+export function runToolExecutions(sql: Sql, runId: string): ToolExecutionRow[] {
+  return sql.all<ToolExecutionRow & Record<string, SqlStorageValue>>`
+    SELECT * FROM tool_executions WHERE run_id = ${runId} ORDER BY round, ordinal`;
+}
+
+/** Planned calls of the run without a recorded result, in order. */
+export function unfinishedToolCalls(sql: Sql, runId: string): ToolExecutionRow[] {
+  return sql.all<ToolExecutionRow & Record<string, SqlStorageValue>>`
+    SELECT * FROM tool_executions WHERE run_id = ${runId} AND status != 'done' ORDER BY round, ordinal`;
+}
+
+// ---- failure loop -------------------------------------------------------------------------
+
+export function loadFailureLoop(sql: Sql): FailureLoopState {
+  const row = sql.one<{ state: string }>`SELECT state FROM failure_loop WHERE id = 1`;
+  return row ? (JSON.parse(row.state) as FailureLoopState) : INITIAL_FAILURE_LOOP;
+}
+
+export function saveFailureLoop(sql: Sql, state: FailureLoopState): void {
+  sql.run`INSERT INTO failure_loop (id, state) VALUES (1, ${JSON.stringify(state)})
+          ON CONFLICT (id) DO UPDATE SET state = excluded.state`;
+}
