@@ -327,6 +327,38 @@ describe("runs: lifecycle events (S3 §2)", () => {
     expect(sseFrames(after.text).map((f) => f.id)).toEqual(["4"]);
   });
 
+  it("a followed event stream stays open while the run works and ends with its terminal event", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "slowly", delay_ms: 400 }]);
+    const app = appFor(runConfig(host));
+    const id = await startRun(app, "follow me");
+    const res = await call(app, "GET", `/v1/runs/${id}/events`);
+    expect(sseFrames(res.text).map((f) => f.event)).toEqual(["run.created", "run.started", "model.requested", "run.completed"]);
+  });
+
+  it("POST /v1/runs with Prefer: wait=N answers 200 with the finished run (Preference-Applied), 202 when it takes longer", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "quick" }, { content: "slow", delay_ms: 2_500 }]);
+    const app = appFor(runConfig(host));
+    const post = (message: string) =>
+      app.request(
+        "https://gateway.test/v1/runs",
+        {
+          method: "POST",
+          headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=1" },
+          body: JSON.stringify({ agent_id: "main", message }),
+        },
+        env,
+      );
+    const fast = await post("one");
+    expect(fast.status).toBe(200);
+    expect(fast.headers.get("Preference-Applied")).toBe("wait=1");
+    expect(await fast.json()).toMatchObject({ status: "completed", output: "quick", agent_id: "main" });
+    const slow = await post("two");
+    expect(slow.status).toBe(202);
+    expect(await slow.json()).toMatchObject({ status: "queued" });
+  });
+
   it("a caller sees only its own runs: another caller gets 404 on the run, its events and cancel", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ content: "mine" }]);

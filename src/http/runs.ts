@@ -73,8 +73,15 @@ const postRun = createRoute({
   path: "/v1/runs",
   summary: "Queue a run of an agent in a fresh, isolated session",
   middleware: [requireScope("api"), requireJsonBody] as const,
-  request: { body: { required: true, content: { "application/json": { schema: RunRequest } } } },
+  description:
+    "Answers 202 at once. With `Prefer: wait=<seconds>` (at most 60) it answers 200 with the finished run if it ends in that time " +
+    "(header `Preference-Applied`), and 202 otherwise.",
+  request: {
+    body: { required: true, content: { "application/json": { schema: RunRequest } } },
+    headers: z.object({ prefer: z.string().optional() }),
+  },
   responses: {
+    200: { description: "The run finished within the Prefer: wait time", content: { "application/json": { schema: RunSchema } } },
     202: { description: "Run queued", content: { "application/json": { schema: Queued } } },
     400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
     ...errors,
@@ -188,9 +195,15 @@ const adminRunRoute = createRoute({
   },
 });
 
-/** How often a followed event stream looks for new events, and how long one stream stays open. */
-const EVENT_POLL_MS = 250;
+/** How long one long poll for the next event lasts, and how long one stream stays open (clients resume with Last-Event-ID). */
+const EVENT_WAIT_MS = 25_000;
 const EVENT_STREAM_MAX_MS = 5 * 60_000;
+
+/** `Prefer: wait=<seconds>` (RFC 7240): how long POST /v1/runs may hold the response for the run to finish. */
+function preferWait(header: string | undefined): number | null {
+  const match = /(?:^|[,;\s])wait=(\d{1,3})(?:$|[,;\s])/.exec(header ?? "");
+  return match ? Math.min(60, Number(match[1])) : null;
+}
 
 /** RPC results whose payloads are JSON objects lose their types over the stub; these name them again. */
 type EventsPage = Awaited<ReturnType<SessionDO["runEvents"]>>;
@@ -235,6 +248,15 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
       { sessionKey: formatSessionKey(key.key), agentId: body.agent_id },
       { message: body.message, source: "http", limits: agent.session, spec: buildRunSpec(config, body.agent_id, "http"), callerId },
     );
+    const wait = preferWait(c.req.header("Prefer"));
+    if (wait !== null) {
+      // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).
+      const done = await session.awaitRun(queued.runId, wait * 1000);
+      if (done?.finished) {
+        c.header("Preference-Applied", `wait=${wait}`);
+        return c.json(done.view as z.infer<typeof RunSchema>, 200);
+      }
+    }
     return c.json({ id: queued.runId, status: "queued" as const }, 202);
   });
 
@@ -272,15 +294,17 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
         closed = true;
       });
       while (!closed) {
-        const page = (await stub.runEvents(run_id, after, 500)) as unknown as EventsPage;
+        // Long poll: the object answers at once when events are there, else when the next one is written.
+        const wait = follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
+        const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
         if (!page) break;
         for (const e of page.events) {
           await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(e) });
           after = e.seq;
         }
         if (page.events.length === 500) continue;
-        if (page.finished || !follow || Date.now() > deadline) break;
-        await stream.sleep(EVENT_POLL_MS);
+        if ((page.finished && page.events.length === 0) || !follow || Date.now() >= deadline) break;
+        if (page.finished) continue; // drain what the terminal step wrote, then stop
       }
     }) as never;
   });

@@ -32,6 +32,7 @@ import { clampTimeout } from "../tools/envelope";
 import "../tools/builtin";
 import { tools as defaultRegistry, type ToolDefinition, type ToolOutcome, type ToolRegistry } from "../tools/registry";
 import { toWireName } from "../tools/wire-names";
+import type { EventType } from "./events";
 import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
 import { indexRun } from "./index-d1";
 import type { RunSpec } from "./spec";
@@ -80,6 +81,8 @@ export interface RunHost {
   /** Appends an assistant or tool message to the transcript (already redacted). */
   appendTranscript(m: { role: "assistant" | "tool"; content: string; runId: string; toolName?: string; toolCallId?: string }): number;
   recordManifest(turnId: string, manifest: PromptManifest): void;
+  /** Called after each lifecycle event is written. */
+  onEvent?(runId: string): void;
 }
 
 type Finish =
@@ -183,10 +186,16 @@ export class RunEngine {
     await this.#index(run.id);
   }
 
+  /** Appends a lifecycle event and tells the host (waiters on the run's events wake up). */
+  #event(run: { id: string; agent_id: string }, type: EventType, payload: Record<string, unknown>): void {
+    appendEvent(this.#host.sql, run, type, payload);
+    this.#host.onEvent?.(run.id);
+  }
+
   #start(run: RunRow): void {
     const now = new Date().toISOString();
     this.#host.sql.run`UPDATE runs SET status = 'running', started_at = ${now}, updated_at = ${now}, executions = 1 WHERE id = ${run.id}`;
-    appendEvent(this.#host.sql, run, "run.started", {});
+    this.#event(run, "run.started", {});
   }
 
   /** Writes the terminal state, event and (for completed runs) nothing else: callers store the reply first. */
@@ -197,7 +206,7 @@ export class RunEngine {
     if (f.status === "completed") {
       sql.run`UPDATE runs SET status = 'completed', output = ${f.output}, finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
       const r = getRun(sql, run.id) as RunRow;
-      appendEvent(sql, run, "run.completed", {
+      this.#event(run, "run.completed", {
         rounds: r.rounds,
         tool_calls: r.tool_calls,
         usage: { prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens },
@@ -206,10 +215,10 @@ export class RunEngine {
     } else if (f.status === "failed") {
       sql.run`UPDATE runs SET status = 'failed', output = ${f.message}, error = ${JSON.stringify({ code: f.code, message: f.message })},
                      finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
-      appendEvent(sql, run, "run.failed", { code: f.code, message: f.message });
+      this.#event(run, "run.failed", { code: f.code, message: f.message });
     } else {
       sql.run`UPDATE runs SET status = 'cancelled', output = '', finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
-      appendEvent(sql, run, "run.cancelled", { reason: f.reason });
+      this.#event(run, "run.cancelled", { reason: f.reason });
     }
   }
 
@@ -323,7 +332,7 @@ export class RunEngine {
     const stream = spec.model.supportsStreaming;
     storage.transactionSync(() => {
       this.#host.recordManifest(`${run.id}:${round}:${run.executions}`, prompt.manifest);
-      appendEvent(sql, run, "model.requested", {
+      this.#event(run, "model.requested", {
         round,
         provider: spec.model.providerId,
         model: spec.model.modelId,
@@ -449,7 +458,7 @@ export class RunEngine {
         seen.add(id);
         const args = typeof c.args === "string" ? c.args : redactText(JSON.stringify(c.args), secrets);
         planToolCall(sql, { runId: run.id, toolCallId: id, tool: c.tool, args, round, ordinal, assistantSeq: seq });
-        appendEvent(sql, run, "tool.call", { round, tool: c.tool, tool_call_id: id, args: safeJson(args) });
+        this.#event(run, "tool.call", { round, tool: c.tool, tool_call_id: id, args: safeJson(args) });
       });
       appendTrace(sql, run.id, "tool_plan", { round, calls: calls.map((c) => ({ id: c.id, tool: c.tool })) });
       sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length}, updated_at = ${new Date().toISOString()}
@@ -591,7 +600,7 @@ export class RunEngine {
           toolName: call.tool,
           toolCallId: call.tool_call_id,
         });
-        appendEvent(sql, run, "tool.result", {
+        this.#event(run, "tool.result", {
           round: call.round,
           tool: call.tool,
           tool_call_id: call.tool_call_id,
@@ -698,7 +707,7 @@ export class RunEngine {
         sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${JSON.stringify(error)}, summary = ${reason}, duration_ms = 0,
                        finished_at = ${new Date().toISOString()}
                 WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
-        appendEvent(sql, run, "tool.result", {
+        this.#event(run, "tool.result", {
           round: call.round,
           tool: call.tool,
           tool_call_id: call.tool_call_id,

@@ -21,6 +21,7 @@ import type { RunSpec } from "../runs/spec";
 import {
   appendEvent,
   getRun,
+  isTerminal,
   listEvents,
   listTraces,
   nextRunnable,
@@ -99,6 +100,10 @@ export class SessionDO extends DurableObject<Env> {
   readonly #sql: Sql;
   #schemaVersion = 0;
   readonly #engine: RunEngine;
+  /** Callers waiting for a run's next event (long-polling RPCs), by run id. In memory: a waiter lost to eviction just re-asks. */
+  readonly #waiters = new Map<string, Set<() => void>>();
+  /** Whether this instance is executing runs now (in memory: an evicted instance's runs are resumed by the next). */
+  #draining = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -131,6 +136,7 @@ export class SessionDO extends DurableObject<Env> {
       recordManifest: (turnId, manifest) => {
         recordManifest(this.#sql, turnId, manifest, new Date());
       },
+      onEvent: (runId) => this.#wake(runId),
     });
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {
@@ -139,6 +145,28 @@ export class SessionDO extends DurableObject<Env> {
       // Work left by an interrupted run is picked up again even if its alarm was lost.
       if (nextRunnable(this.#sql) && (await ctx.storage.getAlarm()) === null) await ctx.storage.setAlarm(Date.now());
     });
+  }
+
+  #wake(runId: string): void {
+    const waiting = this.#waiters.get(runId);
+    if (!waiting) return;
+    this.#waiters.delete(runId);
+    for (const resolve of waiting) resolve();
+  }
+
+  /** Resolves at the run's next event or after `ms`, whichever comes first. */
+  async #nextEvent(runId: string, ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let resolve = () => {};
+    const woken = new Promise<void>((r) => {
+      resolve = r;
+    });
+    const set = this.#waiters.get(runId) ?? new Set();
+    set.add(resolve);
+    this.#waiters.set(runId, set);
+    await Promise.race([woken, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+    clearTimeout(timer);
+    this.#waiters.get(runId)?.delete(resolve);
   }
 
   /** The session as stored (runs exist only in a created session). */
@@ -154,8 +182,18 @@ export class SessionDO extends DurableObject<Env> {
    * A watchdog alarm stays set while a run executes, so an eviction mid-run resumes it.
    */
   override async alarm(): Promise<void> {
-    await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
-    await this.#engine.drain();
+    // The watchdog may fire while this instance is still executing a long run: only one drain per instance.
+    if (this.#draining) {
+      await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
+      return;
+    }
+    this.#draining = true;
+    try {
+      await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
+      await this.#engine.drain();
+    } finally {
+      this.#draining = false;
+    }
     if (nextRunnable(this.#sql)) await this.ctx.storage.setAlarm(Date.now());
     else await this.ctx.storage.deleteAlarm();
   }
@@ -429,12 +467,32 @@ export class SessionDO extends DurableObject<Env> {
     runId: string,
     afterSeq = 0,
     limit = 500,
+    waitMs = 0,
   ): Promise<{ events: RunEvent[]; finished: boolean; callerId: string | null } | null> {
-    const run = getRun(this.#sql, runId);
-    if (!run) return null;
-    const events = listEvents(this.#sql, run, afterSeq, Math.max(1, Math.min(1000, limit)));
-    const finished = ["completed", "failed", "cancelled"].includes(run.status);
-    return { events, finished, callerId: run.caller_id };
+    const read = () => {
+      const run = getRun(this.#sql, runId);
+      if (!run) return null;
+      const events = listEvents(this.#sql, run, afterSeq, Math.max(1, Math.min(1000, limit)));
+      return { events, finished: isTerminal(run.status), callerId: run.caller_id };
+    };
+    const first = read();
+    // With waitMs, wait (at most that long) for the next event when there is none yet: long polling, no busy loop.
+    if (!first || first.events.length > 0 || first.finished || waitMs <= 0) return first;
+    await this.#nextEvent(runId, Math.min(waitMs, 60_000));
+    return read();
+  }
+
+  /** Waits (at most `waitMs`, capped at 60 s) for a run to end; the run as S3 shows it either way. */
+  async awaitRun(runId: string, waitMs: number): Promise<{ view: RunView; callerId: string | null; finished: boolean } | null> {
+    const deadline = Date.now() + Math.min(Math.max(0, waitMs), 60_000);
+    for (;;) {
+      const run = getRun(this.#sql, runId);
+      if (!run) return null;
+      const finished = isTerminal(run.status);
+      if (finished || Date.now() >= deadline)
+        return { view: runView(run, runToolExecutions(this.#sql, runId)), callerId: run.caller_id, finished };
+      await this.#nextEvent(runId, deadline - Date.now());
+    }
   }
 
   /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */
