@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { validateRunLog } from "../src/runs/events";
 import { TOOL_CALLS_BEGIN, TOOL_CALLS_END } from "../src/runs/tool-markers";
+import { ToolRequest, ToolResponse } from "../src/tools/envelope";
 import { bodiesSentTo, requestsTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ALICE, appFor, BOB, call, invocations, registerTestTools, runDetail, startRun, until, waitForRun } from "./support/runs";
 
@@ -205,6 +206,12 @@ describe("runs: tool rounds (S4 §3, DESIGN 'Tool calls')", () => {
       ["c", 'fs.read_text is not allowed for agent "main"'],
     ]);
     expect(invocations.filter((i) => i.runId === run.id)).toEqual([]);
+    const denied = (await runDetail(app, run.id)).tool_calls.map((t: any) => t.response);
+    expect(denied.map((r: any) => [r.ok, r.error.code, "output" in r])).toEqual([
+      [false, "tool.not_found", false],
+      [false, "policy.denied", false],
+      [false, "policy.denied", false],
+    ]);
   });
 
   it("runs.maxToolRounds: a model asking for one round more fails the run", async () => {
@@ -280,11 +287,34 @@ describe("runs: lifecycle events (S3 §2)", () => {
       expect(e.run_id).toBe(id);
       expect(e.agent_id).toBe("main");
     }
-    expect(detail.events[3].payload).toEqual({ round: 1, tool: "test.echo", tool_call_id: "c1", args: { n: 1 } });
+    expect(detail.events[3].payload).toEqual({ round: 1, tool: "test.echo", tool_call_id: "c1", request_id: `${id}:1:c1`, args: { n: 1 } });
     expect(detail.events[5].payload).toMatchObject({ round: 1, tool: "test.echo", tool_call_id: "c1", ok: true, error: null });
     expect(detail.events[2].payload).toMatchObject({ round: 1, provider: "moonshot", model: "kimi-k1-128k", recovery: false });
     expect(detail.events[2].payload.stack_sha256).toBe(detail.manifests[0].manifest.stack_sha256);
     expect(detail.manifests).toHaveLength(2);
+    // S3 §1 envelopes of each executed call, exactly.
+    const [first] = detail.tool_calls;
+    expect(ToolRequest.parse(first.request)).toEqual(first.request);
+    expect(ToolResponse.parse(first.response)).toEqual(first.response);
+    expect(Object.keys(first.request)).toEqual(["request_id", "run_id", "agent_id", "tool", "input", "timeout_ms", "created_at"]);
+    expect(first.request).toMatchObject({
+      request_id: `${id}:1:c1`,
+      run_id: id,
+      agent_id: "main",
+      tool: "test.echo",
+      input: { n: 1 },
+      timeout_ms: 30000,
+    });
+    expect(Object.keys(first.response)).toEqual(["request_id", "run_id", "tool", "ok", "output", "error", "duration_ms", "finished_at"]);
+    expect(first.response).toMatchObject({
+      request_id: `${id}:1:c1`,
+      run_id: id,
+      tool: "test.echo",
+      ok: true,
+      output: { echoed: { n: 1 } },
+      error: null,
+    });
+    expect(detail.events[3].payload.request_id).toBe(`${id}:1:c1`);
     // S4 §6 trace kinds recorded for the run.
     expect(detail.trace.map((t: any) => t.kind)).toEqual([
       "llm_req",

@@ -174,7 +174,7 @@ const adminListRoute = createRoute({
 const adminRunRoute = createRoute({
   method: "get",
   path: "/api/admin/runs/{run_id}",
-  summary: "A run with all its events, its trace and the prompt manifest of each model call",
+  summary: "A run with all its events, its trace, the prompt manifest of each model call and each tool call's S3 §1 envelopes",
   middleware: [requireScope("admin")] as const,
   request: { params: RunIdParam },
   responses: {
@@ -187,6 +187,9 @@ const adminRunRoute = createRoute({
             events: z.array(RunEventSchema),
             trace: z.array(z.object({ ts: z.number(), kind: z.string(), data: z.record(z.string(), z.unknown()) })),
             manifests: z.array(z.object({ turn_id: z.string(), created_at: z.string(), manifest: z.record(z.string(), z.unknown()) })),
+            tool_calls: z.array(
+              z.object({ request: z.record(z.string(), z.unknown()).nullable(), response: z.record(z.string(), z.unknown()).nullable() }),
+            ),
           }),
         },
       },
@@ -325,6 +328,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
         events: detail.events,
         trace: detail.trace,
         manifests: detail.manifests.map((m) => ({ turn_id: m.turnId, created_at: m.createdAt, manifest: m.manifest })),
+        tool_calls: detail.toolCalls,
       },
       200,
     );

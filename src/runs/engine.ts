@@ -28,7 +28,7 @@ import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type T
 import { resolveProviderApiKey } from "../providers/api-key";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import type { Sql } from "../storage/sql";
-import { clampTimeout } from "../tools/envelope";
+import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
 import { tools as defaultRegistry, type ToolDefinition, type ToolOutcome, type ToolRegistry } from "../tools/registry";
 import { toWireName } from "../tools/wire-names";
@@ -50,6 +50,7 @@ import {
   runToolExecutions,
   saveFailureLoop,
   type ToolExecutionRow,
+  toolRequestId,
   unfinishedToolCalls,
 } from "./store";
 import { reserveTokens, settleTokens } from "./token-budget";
@@ -458,7 +459,13 @@ export class RunEngine {
         seen.add(id);
         const args = typeof c.args === "string" ? c.args : redactText(JSON.stringify(c.args), secrets);
         planToolCall(sql, { runId: run.id, toolCallId: id, tool: c.tool, args, round, ordinal, assistantSeq: seq });
-        this.#event(run, "tool.call", { round, tool: c.tool, tool_call_id: id, args: safeJson(args) });
+        this.#event(run, "tool.call", {
+          round,
+          tool: c.tool,
+          tool_call_id: id,
+          request_id: toolRequestId(run.id, round, id),
+          args: safeJson(args),
+        });
       });
       appendTrace(sql, run.id, "tool_plan", { round, calls: calls.map((c) => ({ id: c.id, tool: c.tool })) });
       sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length}, updated_at = ${new Date().toISOString()}
@@ -548,11 +555,12 @@ export class RunEngine {
       if (signal.aborted || getRun(sql, run.id)?.cancel_requested) return { status: "cancelled", reason: "cancelled while running tools" };
       const def = this.#registry.get(call.tool);
       const started = Date.now();
+      const request = this.#requestEnvelope(run, spec, call);
       let outcome: ToolOutcome;
       let replay = false;
       if (call.status === "started") {
         // Interrupted after the handler began: run again only what cannot have had an effect.
-        if (def?.risk === "read_only") outcome = await this.#runHandler(run, spec, call, def, signal);
+        if (def?.risk === "read_only") outcome = await this.#runHandler(request, call, def, signal);
         else {
           replay = true;
           outcome = {
@@ -572,7 +580,7 @@ export class RunEngine {
                     WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
             appendTrace(sql, run.id, "tool_start", { tool: call.tool, tool_call_id: call.tool_call_id });
           });
-          outcome = await this.#runHandler(run, spec, call, def as ToolDefinition, signal);
+          outcome = await this.#runHandler(request, call, def as ToolDefinition, signal);
         }
       }
       const duration = Date.now() - started;
@@ -583,11 +591,23 @@ export class RunEngine {
         : outcome.ok
           ? `${call.tool} succeeded`
           : `${call.tool} failed`;
+      const finishedAt = new Date().toISOString();
+      // S3 §1.2: ok=true ⇔ error=null; no output when ok=false. Validated, so a malformed envelope is a bug caught here.
+      const response = ToolResponse.parse({
+        request_id: request.request_id,
+        run_id: run.id,
+        tool: call.tool,
+        ok: outcome.ok,
+        ...(output !== null ? { output: JSON.parse(output) } : {}),
+        error: error ? { ...error, retryable: outcome.ok ? false : (outcome.error.retryable ?? false) } : null,
+        duration_ms: duration,
+        finished_at: finishedAt,
+      });
       let escalated: Finish | undefined;
       storage.transactionSync(() => {
-        const now = new Date().toISOString();
         sql.run`UPDATE tool_executions SET status = 'done', ok = ${outcome.ok ? 1 : 0}, output = ${output},
-                       error = ${error ? JSON.stringify(error) : null}, summary = ${summary}, finished_at = ${now}, duration_ms = ${duration}
+                       error = ${error ? JSON.stringify(error) : null}, summary = ${summary}, finished_at = ${finishedAt}, duration_ms = ${duration},
+                       request = ${JSON.stringify({ ...request, input: safeJson(call.args) })}, response = ${JSON.stringify(response)}
                 WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
         this.#host.appendTranscript({
           role: "tool",
@@ -604,6 +624,7 @@ export class RunEngine {
           round: call.round,
           tool: call.tool,
           tool_call_id: call.tool_call_id,
+          request_id: request.request_id,
           ok: outcome.ok,
           error,
           summary,
@@ -657,11 +678,26 @@ export class RunEngine {
     return null;
   }
 
-  /** The handler under its clamped timeout (S3 §1.1) and the run's cancellation; a throw becomes internal.error. */
-  async #runHandler(run: RunRow, spec: RunSpec, call: ToolExecutionRow, def: ToolDefinition, runSignal: AbortSignal): Promise<ToolOutcome> {
-    const input = safeJson(call.args) as Record<string, unknown>;
-    const requested = typeof input.timeout_ms === "number" ? input.timeout_ms : undefined;
-    const timeoutMs = clampTimeout(requested, spec.toolTimeoutMs);
+  /**
+   * The S3 §1.1 request envelope of a call: `timeout_ms` is the 30000 default clamped to `runs.toolTimeoutMs`.
+   * Input that is not a JSON object is carried as `{}` here; the gate refuses such calls before they run.
+   */
+  #requestEnvelope(run: RunRow, spec: RunSpec, call: ToolExecutionRow): ToolRequest {
+    const input = safeJson(call.args);
+    return ToolRequest.parse({
+      request_id: toolRequestId(run.id, call.round, call.tool_call_id),
+      run_id: run.id,
+      agent_id: spec.agentId,
+      tool: call.tool,
+      input: input && typeof input === "object" && !Array.isArray(input) ? input : {},
+      timeout_ms: clampTimeout(undefined, spec.toolTimeoutMs),
+      created_at: new Date().toISOString(),
+    });
+  }
+
+  /** The handler under the request's timeout and the run's cancellation; a throw becomes internal.error. */
+  async #runHandler(request: ToolRequest, call: ToolExecutionRow, def: ToolDefinition, runSignal: AbortSignal): Promise<ToolOutcome> {
+    const { input, timeout_ms: timeoutMs, run_id: runId } = request;
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     runSignal.addEventListener("abort", onAbort);
@@ -677,8 +713,8 @@ export class RunEngine {
       return await Promise.race([
         def.handler(input, {
           env: this.#host.env,
-          agentId: spec.agentId,
-          runId: run.id,
+          agentId: request.agent_id,
+          runId,
           sessionKey: session.sessionKey,
           toolCallId: call.tool_call_id,
           signal: controller.signal,
@@ -688,7 +724,7 @@ export class RunEngine {
       ]);
     } catch (err) {
       this.#host.logger.log("error", "run.internal_error", {
-        run_id: run.id,
+        run_id: runId,
         tool: def.name,
         error_name: err instanceof Error ? err.name : "unknown",
       });

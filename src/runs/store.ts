@@ -141,7 +141,14 @@ export interface ToolExecutionRow {
   started_at: string | null;
   finished_at: string | null;
   duration_ms: number | null;
+  /** The S3 §1.1 request envelope (JSON), once the call was executed or refused. */
+  request: string | null;
+  /** The S3 §1.2 response envelope (JSON). */
+  response: string | null;
 }
+
+/** The S3 §1 request id of a planned call: unique per run, stable across resumes. */
+export const toolRequestId = (runId: string, round: number, toolCallId: string): string => `${runId}:${round}:${toolCallId}`;
 
 export function planToolCall(
   sql: Sql,

@@ -32,6 +32,7 @@ import {
 import { type RunView, runView } from "../runs/view";
 import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
+import type { ToolRequest, ToolResponse } from "../tools/envelope";
 import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey } from "./archive";
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
 import { parseSessionKey } from "./keys";
@@ -496,7 +497,13 @@ export class SessionDO extends DurableObject<Env> {
   }
 
   /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */
-  async runDetail(runId: string): Promise<{ view: RunView; events: RunEvent[]; trace: TraceEvent[]; manifests: StoredManifest[] } | null> {
+  async runDetail(runId: string): Promise<{
+    view: RunView;
+    events: RunEvent[];
+    trace: TraceEvent[];
+    manifests: StoredManifest[];
+    toolCalls: { request: ToolRequest | null; response: ToolResponse | null }[];
+  } | null> {
     const run = getRun(this.#sql, runId);
     if (!run) return null;
     const manifests = this.#sql.all<{
@@ -504,8 +511,13 @@ export class SessionDO extends DurableObject<Env> {
     }>`SELECT turn_id FROM prompt_manifests WHERE turn_id >= ${`${runId}:`} AND turn_id < ${`${runId};`} ORDER BY seq`
       .map((r) => getManifest(this.#sql, r.turn_id))
       .filter((m): m is StoredManifest => m !== undefined);
+    const executions = runToolExecutions(this.#sql, runId);
     return {
-      view: runView(run, runToolExecutions(this.#sql, runId)),
+      view: runView(run, executions),
+      toolCalls: executions.map((e) => ({
+        request: e.request ? (JSON.parse(e.request) as ToolRequest) : null,
+        response: e.response ? (JSON.parse(e.response) as ToolResponse) : null,
+      })),
       events: listEvents(this.#sql, run, 0, 100_000),
       trace: listTraces(this.#sql, runId),
       manifests,

@@ -155,4 +155,7 @@ export const SESSION_MIGRATIONS: Migrations = [
      id INTEGER PRIMARY KEY CHECK (id = 1),
      state TEXT NOT NULL
    );`,
+  // v8: each executed tool call keeps its S3 §1 request and response envelopes (redacted), for admins and bundles.
+  `ALTER TABLE tool_executions ADD COLUMN request TEXT;
+   ALTER TABLE tool_executions ADD COLUMN response TEXT;`,
 ];
