@@ -10,7 +10,7 @@ import { enforceBudget, estimateMessagesTokens, inputBudget, OverBudgetError } f
 import { compact, turns } from "../src/context/compaction";
 import { type HistoryRow, prepareHistory } from "../src/context/history";
 import { createLogger } from "../src/observability/logger";
-import { type AssembledPrompt, assemblePromptStack, toChatMessages } from "../src/prompts/assemble";
+import { type AssembledPrompt, assemblePromptStack, estimatePromptTokens, toChatMessages } from "../src/prompts/assemble";
 import { getBasePrompt } from "../src/prompts/catalog";
 import { runGuardedTurn } from "../src/prompts/turn-guard";
 import { requestsTo, uniqueHost } from "./support/config";
@@ -29,6 +29,25 @@ describe("S1 §1.5 budget pipeline", () => {
   it("input budget = contextWindow − maxOutputTokens; there is no global window", () => {
     expect(inputBudget({ contextWindow: 131072, maxOutputTokens: 4096 })).toBe(126976);
     expect(inputBudget({ contextWindow: 32768, maxOutputTokens: 4096 })).toBe(28672);
+  });
+
+  it("estimatePromptTokens (from the manifest's per-layer estimates) equals estimating the chat messages", async () => {
+    const cases = [
+      { userMessage: "hello" },
+      { userMessage: "Grüße aus Köln — 你好，世界 🙂", recovery: true },
+      {
+        userMessage: "and now?",
+        history: [
+          { role: "user" as const, content: "first question" },
+          { role: "assistant" as const, content: "first answer, with some detail" },
+        ],
+        l6Context: [{ kind: "compaction_summary" as const, text: "Summary of turns seq 1-8: the user asked about budgets." }],
+      },
+    ];
+    for (const c of cases) {
+      const prompt = await assemblePromptStack({ agentId: "main", channel: "http", toolPolicy: "native", ...c });
+      expect(estimatePromptTokens(prompt)).toBe(estimateMessagesTokens(toChatMessages(prompt)));
+    }
   });
 
   it("enforceBudget passes at the exact budget and throws OverBudgetError one token over", () => {

@@ -10,6 +10,7 @@
  */
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { z } from "zod";
+import { estimateMessagesTokens, MESSAGE_OVERHEAD_TOKENS } from "../context/budget";
 import { estimateTokens } from "../context/tokens";
 import type { Logger } from "../observability/logger";
 import { BASE_PROMPT_ID, findPrompt, requirePrompt } from "./catalog";
@@ -70,6 +71,8 @@ export interface AssembledPrompt {
   history: HistoryMessage[];
   /** L6: user-derived context blocks followed by the user's message. */
   user: string;
+  /** Estimated tokens of `user`. */
+  userTokens: number;
   manifest: PromptManifest;
 }
 
@@ -216,6 +219,7 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
     system: layers.map((l) => ({ layer: l.entry.layer as SystemSegment["layer"], id: l.entry.id, content: l.content })),
     history: input.history,
     user,
+    userTokens: blocks.length === 0 ? userEntry.tokens_est : estimateTokens(user),
     manifest: { version: MANIFEST_VERSION, stack, stack_sha256: await stackSha256(stack), notes },
   };
 }
@@ -227,6 +231,16 @@ export function toChatMessages(p: AssembledPrompt): ChatCompletionMessageParam[]
     ...p.history,
     { role: "user" as const, content: p.user },
   ];
+}
+
+/**
+ * Estimated input tokens of `toChatMessages(p)`, from the per-layer estimates already in the manifest
+ * (L1–L5 are estimated once per isolate), so the budget check does not re-read the whole prompt.
+ */
+export function estimatePromptTokens(p: AssembledPrompt): number {
+  let total = 0;
+  for (const e of p.manifest.stack) if (e.layer !== "L6") total += MESSAGE_OVERHEAD_TOKENS + e.tokens_est;
+  return total + estimateMessagesTokens(p.history) + MESSAGE_OVERHEAD_TOKENS + p.userTokens;
 }
 
 /** Single-prompt (completions) form: the same order, as one delimited text. */

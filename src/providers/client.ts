@@ -15,13 +15,30 @@ export interface ProviderClientOptions {
   fetch?: typeof fetch;
 }
 
-/** A client for the model's provider. Local providers without a key send a placeholder the server ignores. */
+/** Clients kept per isolate (building one costs milliseconds); keyed by everything that configures them. */
+const clients = new Map<string, OpenAI>();
+const MAX_CLIENTS = 32;
+
+/**
+ * A client for the model's provider. Local providers without a key send a placeholder the server ignores.
+ * Clients are reused within the isolate (an injected `fetch` always gets a fresh one).
+ */
 export function createProviderClient(model: ResolvedModel, apiKey: string | undefined, options: ProviderClientOptions): OpenAI {
-  return new OpenAI({
-    apiKey: apiKey ?? "local-provider-no-key",
-    baseURL: model.baseUrl,
-    timeout: options.timeoutMs,
-    maxRetries: options.maxRetries,
-    ...(options.fetch ? { fetch: options.fetch } : {}),
-  });
+  const make = () =>
+    new OpenAI({
+      apiKey: apiKey ?? "local-provider-no-key",
+      baseURL: model.baseUrl,
+      timeout: options.timeoutMs,
+      maxRetries: options.maxRetries,
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    });
+  if (options.fetch) return make();
+  const key = JSON.stringify([model.baseUrl, apiKey ?? null, options.timeoutMs, options.maxRetries]);
+  let client = clients.get(key);
+  if (!client) {
+    if (clients.size >= MAX_CLIENTS) clients.delete(clients.keys().next().value as string);
+    client = make();
+    clients.set(key, client);
+  }
+  return client;
 }

@@ -20,7 +20,7 @@ import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context
 import { capText } from "../context/caps";
 import { GatewayError } from "../http/errors";
 import type { Logger } from "../observability/logger";
-import { assemblePromptStack, type HistoryMessage, type ToolPolicyId, toChatMessages } from "../prompts/assemble";
+import { assemblePromptStack, estimatePromptTokens, type HistoryMessage, type ToolPolicyId, toChatMessages } from "../prompts/assemble";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
@@ -302,7 +302,8 @@ export class RunEngine {
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
     const base = { agentId: spec.agentId, channel: spec.channel, toolPolicy: policy, recovery, userMessage };
     const live = this.#liveMessages(run, spec);
-    const fixedTokens = estimateMessagesTokens([...toChatMessages(await assemblePromptStack(base)), ...live]);
+    const liveTokens = estimateMessagesTokens(live);
+    const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
     const history = await this.#host.history({ beforeSeq: run.message_seq, spec, fixedTokens });
     if (!history.ok) return overBudget(new OverBudgetError(history.estimatedTokens, history.inputBudget));
     if (history.summaries.length > 0) appendTrace(sql, run.id, "retrieval", { summaries: history.summaries.length });
@@ -312,7 +313,7 @@ export class RunEngine {
       l6Context: history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })),
     });
     const messages: ChatCompletionMessageParam[] = [...toChatMessages(prompt), ...live];
-    const estimated = estimateMessagesTokens(messages);
+    const estimated = estimatePromptTokens(prompt) + liveTokens;
     const budget = inputBudget(spec.model);
     if (estimated > budget) return overBudget(new OverBudgetError(estimated, budget));
 

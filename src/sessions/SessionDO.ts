@@ -230,7 +230,8 @@ export class SessionDO extends DurableObject<Env> {
 
   async #index(sessionKey: string, agentId: string, sessionId: string): Promise<void> {
     await recordSessionGeneration(this.env.DB, { sessionKey, agentId, sessionId });
-    await this.#refreshIndex(sessionKey, sessionId, true);
+    this.#sql
+      .run`INSERT INTO session_meta (key, value) VALUES ('indexed_at', ${String(Date.now())}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
   }
 
   /**

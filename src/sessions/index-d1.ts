@@ -4,34 +4,39 @@
  */
 import { parseSessionKey } from "./keys";
 
-/** Records a generation (session_id → session key); idempotent. */
+/** Records a generation (session_id → session key) and points the session's index row at it: one round trip. */
 export async function recordSessionGeneration(
   db: D1Database,
   g: { sessionKey: string; agentId: string; sessionId: string },
 ): Promise<void> {
-  await db
-    .prepare(
-      "INSERT INTO session_generations (session_id, session_key, agent_id, started_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id) DO NOTHING",
-    )
-    .bind(g.sessionId, g.sessionKey, g.agentId, new Date().toISOString())
-    .run();
+  await db.batch([
+    db
+      .prepare(
+        "INSERT INTO session_generations (session_id, session_key, agent_id, started_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id) DO NOTHING",
+      )
+      .bind(g.sessionId, g.sessionKey, g.agentId, new Date().toISOString()),
+    sessionIndexStatement(db, g.sessionKey, g.sessionId),
+  ]);
 }
 
 /** Creates or refreshes a session's index row with its current generation. */
 export async function upsertSessionIndex(db: D1Database, sessionKey: string, sessionId: string): Promise<void> {
+  await sessionIndexStatement(db, sessionKey, sessionId).run();
+}
+
+function sessionIndexStatement(db: D1Database, sessionKey: string, sessionId: string): D1PreparedStatement {
   const parsed = parseSessionKey(sessionKey);
   if (!parsed.ok) throw new Error(parsed.error);
   const k = parsed.key;
   const [channel, accountId, scope, peerId] = k.kind === "main" ? ["main", "", "main", ""] : [k.channel, k.accountId, k.scope, k.peerId];
   const now = new Date().toISOString();
-  await db
+  return db
     .prepare(
       `INSERT INTO sessions (session_key, agent_id, channel, account_id, scope, peer_id, session_id, created_at, updated_at)
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
        ON CONFLICT (session_key) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,
     )
-    .bind(sessionKey, k.agentId, channel, accountId, scope, peerId, sessionId, now)
-    .run();
+    .bind(sessionKey, k.agentId, channel, accountId, scope, peerId, sessionId, now);
 }
 
 /** The session key a session_id belongs to, if any. */
