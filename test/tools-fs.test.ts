@@ -17,6 +17,8 @@ const ctx = (agentId: string, signal: AbortSignal = new AbortController().signal
   agentId,
   runId: "run_fs",
   sessionKey: `agent:${agentId}:main`,
+  channel: "main",
+  capabilities: [],
   toolCallId: "t1",
   signal,
   timeoutMs: 30_000,

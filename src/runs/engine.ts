@@ -82,6 +82,9 @@ export interface RunHost {
   /** Appends an assistant or tool message to the transcript (already redacted). */
   appendTranscript(m: { role: "assistant" | "tool"; content: string; runId: string; toolName?: string; toolCallId?: string }): number;
   recordManifest(turnId: string, manifest: PromptManifest): void;
+  /** The session's channel and the capabilities an admin granted it (S4 §1.1). */
+  channel(): string;
+  capabilities(): readonly string[];
   /** Called after each lifecycle event is written. */
   onEvent?(runId: string): void;
 }
@@ -716,6 +719,8 @@ export class RunEngine {
           env: this.#host.env,
           agentId: request.agent_id,
           runId,
+          channel: this.#host.channel(),
+          capabilities: this.#host.capabilities(),
           sessionKey: session.sessionKey,
           toolCallId: call.tool_call_id,
           signal: controller.signal,

@@ -138,6 +138,14 @@ export class SessionDO extends DurableObject<Env> {
         recordManifest(this.#sql, turnId, manifest, new Date());
       },
       onEvent: (runId) => this.#wake(runId),
+      channel: () => {
+        const parsed = parseSessionKey(this.#currentSession().sessionKey);
+        return parsed.ok && parsed.key.kind === "scoped" ? parsed.key.channel : "main";
+      },
+      capabilities: () => {
+        const row = this.#sql.one<{ state: string }>`SELECT state FROM checkpoint WHERE id = 1`;
+        return row ? State.parse(JSON.parse(row.state)).capabilities_granted : [];
+      },
     });
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {

@@ -9,6 +9,7 @@
  * `ToolOutcome` and never need to throw: a thrown error becomes
  * `internal.error` without its message reaching the model or the caller.
  */
+import { z } from "zod";
 import type { ToolError } from "./envelope";
 
 export const RISK_CLASSES = ["read_only", "draft_only", "side_effect"] as const;
@@ -19,7 +20,11 @@ export interface ToolContext {
   agentId: string;
   runId: string;
   sessionKey: string;
+  /** The session's channel (`http`, `telegram`, …). */
+  channel: string;
   toolCallId: string;
+  /** Capabilities an admin granted this session (S4 §1.1), e.g. `net`, `net:example.com`. */
+  capabilities: readonly string[];
   /** Aborted when the call's `timeout_ms` elapses or the run is cancelled. */
   signal: AbortSignal;
   timeoutMs: number;
@@ -34,10 +39,55 @@ export interface ToolDefinition {
   /** Other names that resolve to this tool (S3's `fs.read` for `fs.read_text`). */
   aliases?: readonly string[];
   description: string;
+  /** The input schema, when the tool was defined with `defineTool` (the engine validates with it before the handler). */
+  input?: z.ZodType;
   /** JSON Schema of the input object (S1 §3.1: no unions where an enum would do, no property named `format`). */
   parameters: Record<string, unknown>;
   risk: RiskClass;
   handler: (input: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcome>;
+}
+
+/** The JSON Schema the model and the docs see for a Zod input schema (input side: defaults are optional). */
+export function toolJsonSchema(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: "input" });
+  return rest;
+}
+
+/**
+ * Defines a tool once: its Zod input schema is the source of its JSON Schema and of input validation,
+ * so the handler receives parsed input (defaults applied).
+ */
+export function defineTool<S extends z.ZodObject>(def: {
+  name: string;
+  aliases?: readonly string[];
+  description: string;
+  input: S;
+  risk: RiskClass;
+  handler: (input: z.output<S>, ctx: ToolContext) => Promise<ToolOutcome>;
+}): ToolDefinition {
+  return {
+    name: def.name,
+    ...(def.aliases ? { aliases: def.aliases } : {}),
+    description: def.description,
+    input: def.input,
+    parameters: toolJsonSchema(def.input),
+    risk: def.risk,
+    handler: async (raw, ctx) => {
+      const parsed = def.input.safeParse(raw);
+      if (!parsed.success) return { ok: false, error: { code: "tool.input_invalid", message: describeInputError(parsed.error) } };
+      return def.handler(parsed.data, ctx);
+    },
+  };
+}
+
+/** `tool.input_invalid` text naming each offending field. */
+export function describeInputError(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      if (issue.code === "unrecognized_keys") return `unknown field ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+      return `${issue.path.join(".") || "input"}: ${issue.message}`;
+    })
+    .join("; ");
 }
 
 /** A set of tools by name and alias. */
