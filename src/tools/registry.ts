@@ -11,6 +11,7 @@
  */
 import { z } from "zod";
 import type { ToolError } from "./envelope";
+import type { HoneypotConfig } from "./honeypot";
 
 export const RISK_CLASSES = ["read_only", "draft_only", "side_effect"] as const;
 export type RiskClass = (typeof RISK_CLASSES)[number];
@@ -25,6 +26,10 @@ export interface ToolContext {
   toolCallId: string;
   /** Capabilities an admin granted this session (S4 §1.1), e.g. `net`, `net:example.com`. */
   capabilities: readonly string[];
+  /** S4 §4 global network allowlist for `http.get` (null = none); undefined = the tool's own default. */
+  netAllowlist?: readonly string[] | null | undefined;
+  /** The honeypot configuration in force (`message.send` templates), if any. */
+  honeypot?: HoneypotConfig | undefined;
   /** Aborted when the call's `timeout_ms` elapses or the run is cancelled. */
   signal: AbortSignal;
   timeoutMs: number;

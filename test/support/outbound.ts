@@ -146,6 +146,57 @@ async function providerAnswer(scenario: string, request: Request, url: URL): Pro
   return json({ error: { message: `mock provider has no ${request.method} ${url.pathname}`, type: "not_found" } }, 404);
 }
 
+/**
+ * Web pages for `http.get` (`https://<scenario>[-<anything>].web.test/…`; a unique suffix lets a test count its own requests):
+ * `ok` 200 text naming the host and path; `redirect` `/to?u=<url>[&status=<3xx>]` redirects to `u`, `/loop` redirects to itself;
+ * `big` `?bytes=<n>&fill=<text>` streams n bytes (default 2 MiB of `a`); `slow` answers after 2 s; `binary` is image/png;
+ * `notype` has no content type (`?binary=1` for non-UTF-8 bytes); `missing` is a 404 page; `json` is application/json.
+ */
+async function webAnswer(scenario: string, url: URL): Promise<Response> {
+  const text = (body: string, status = 200) => new Response(body, { status, headers: { "content-type": "text/plain; charset=utf-8" } });
+  switch (scenario) {
+    case "ok":
+      return text(`hello from ${url.hostname}${url.pathname}`);
+    case "redirect": {
+      if (url.pathname === "/loop") return new Response(null, { status: 302, headers: { location: "/loop" } });
+      const to = url.searchParams.get("u");
+      if (!to) return text("no u", 400);
+      return new Response(null, { status: Number(url.searchParams.get("status") ?? 302), headers: { location: to } });
+    }
+    case "big": {
+      const total = Number(url.searchParams.get("bytes") ?? 2 * 1024 * 1024);
+      const fill = new TextEncoder().encode(url.searchParams.get("fill") ?? "a");
+      const chunk = new Uint8Array(64 * 1024);
+      for (let i = 0; i < chunk.length; i++) chunk[i] = fill[i % fill.length] ?? 97;
+      let sent = 0;
+      const stream = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent >= total) return controller.close();
+          const n = Math.min(chunk.length, total - sent);
+          controller.enqueue(chunk.slice(0, n));
+          sent += n;
+        },
+      });
+      return new Response(stream, { headers: { "content-type": "text/plain; charset=utf-8" } });
+    }
+    case "slow":
+      await new Promise((r) => setTimeout(r, 2_000));
+      return text("finally");
+    case "binary":
+      return new Response(new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), { headers: { "content-type": "image/png" } });
+    case "notype":
+      return new Response(
+        url.searchParams.has("binary") ? new Uint8Array([0xff, 0xfe, 0x00, 0x01]) : new TextEncoder().encode("plain bytes"),
+      );
+    case "missing":
+      return new Response("<h1>not here</h1>", { status: 404, headers: { "content-type": "text/html" } });
+    case "json":
+      return json({ hello: "world" });
+    default:
+      return text(`mock web has no scenario ${scenario}`, 404);
+  }
+}
+
 /** Miniflare `outboundService`. */
 export async function outboundService(request: Request): Promise<Response> {
   const url = new URL(request.url);
@@ -162,5 +213,7 @@ export async function outboundService(request: Request): Promise<Response> {
   const provider = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.provider\.test$/.exec(url.hostname);
   if (provider?.[1] === "script") return scriptedAnswer(url.hostname, request, url);
   if (provider?.[1]) return providerAnswer(provider[1], request, url);
+  const web = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.web\.test$/.exec(url.hostname);
+  if (web?.[1]) return webAnswer(web[1], url);
   return new Response(`unmocked outbound request: ${request.method} ${url.origin}${url.pathname}`, { status: 599 });
 }

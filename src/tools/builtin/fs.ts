@@ -1,13 +1,19 @@
 /**
- * S4 §4 filesystem tools, read side: `fs.list_dir` and `fs.read_text` (S3's
- * `fs.read` is an alias). They see only the agent's `{agentId}/` prefix of the
- * WORKSPACE bucket; every path goes through `resolveWorkspacePath` first and
- * an escape is `policy.denied`. R2 has no directories: a "directory" is a key
- * prefix ending in `/`, and a path with nothing under it lists as empty.
+ * S4 §4 filesystem tools: `fs.list_dir`, `fs.read_text` (S3's `fs.read` is an
+ * alias) and `fs.write_text` (S3's `fs.write`). They see only the agent's
+ * `{agentId}/` prefix of the WORKSPACE bucket; every path goes through
+ * `resolveWorkspacePath` first and an escape is `policy.denied`. R2 has no
+ * directories: a "directory" is a key prefix ending in `/`, and a path with
+ * nothing under it lists as empty.
+ *
+ * `fs.write_text` is `side_effect` (S1 §3.3 Phase 1: every outbound write needs
+ * an approval). Without `overwrite` it is create-only in R2 itself
+ * (`etagDoesNotMatch: "*"`), so two racing writers cannot both create a file.
  */
 import { z } from "zod";
 import { type PathRefusal, resolveWorkspacePath } from "../paths";
-import type { ToolContext, ToolDefinition, ToolOutcome } from "../registry";
+import { defineTool, type ToolDefinition, type ToolOutcome } from "../registry";
+import { ABORTED, timedOut, untilAborted, utf8Boundary } from "./common";
 
 const ListDirInput = z.strictObject({
   path: z.string().max(1024).default(".").describe("Directory to list, relative to the workspace root"),
@@ -19,6 +25,18 @@ const ReadTextInput = z.strictObject({
   max_bytes: z.int().min(1).max(1_000_000).default(20_000).describe("Most bytes of the file to return"),
 });
 
+/** S4 §4 `fs.write_text`: the most UTF-8 bytes one call may write (1 MiB). */
+export const MAX_WRITE_BYTES = 1_048_576;
+
+const WriteTextInput = z.strictObject({
+  path: z.string().min(1).max(1024).describe("File to write, relative to the workspace root"),
+  text: z.string().max(MAX_WRITE_BYTES).describe("The whole content of the file, at most 1 MiB of UTF-8"),
+  overwrite: z
+    .boolean()
+    .default(false)
+    .describe("Replace the file if it exists; when false, an existing file is left as it is and the call fails"),
+});
+
 /** One child of a listed directory; `size` (bytes) only for files. */
 export interface DirEntry {
   name: string;
@@ -26,17 +44,15 @@ export interface DirEntry {
   size?: number;
 }
 
-export const fsListDir: ToolDefinition = {
+export const fsListDir: ToolDefinition = defineTool({
   name: "fs.list_dir",
   description:
     "List the files and directories directly inside a workspace directory. Paths are relative to the workspace root; '.' is the root.",
-  parameters: inputSchema(ListDirInput),
+  input: ListDirInput,
   risk: "read_only",
   handler: async (input, ctx) => {
-    const parsed = ListDirInput.safeParse(input);
-    if (!parsed.success) return invalidInput(parsed.error);
-    const { max_entries: maxEntries } = parsed.data;
-    const resolved = resolveWorkspacePath(ctx.agentId, parsed.data.path);
+    const { max_entries: maxEntries } = input;
+    const resolved = resolveWorkspacePath(ctx.agentId, input.path);
     if (!resolved.ok) return refused(resolved.reason);
     const shown = resolved.relative || ".";
     const prefix = resolved.relative ? `${resolved.key}/` : resolved.key;
@@ -83,20 +99,18 @@ export const fsListDir: ToolDefinition = {
       summary: `${count} in ${shown}${truncated ? " (truncated)" : ""}`,
     };
   },
-};
+});
 
-export const fsReadText: ToolDefinition = {
+export const fsReadText: ToolDefinition = defineTool({
   name: "fs.read_text",
   aliases: ["fs.read"],
   description:
     "Read a UTF-8 text file from the workspace. Returns at most max_bytes bytes, cut on a character boundary; truncated says whether the file is longer.",
-  parameters: inputSchema(ReadTextInput),
+  input: ReadTextInput,
   risk: "read_only",
   handler: async (input, ctx) => {
-    const parsed = ReadTextInput.safeParse(input);
-    if (!parsed.success) return invalidInput(parsed.error);
-    const { max_bytes: maxBytes } = parsed.data;
-    const resolved = resolveWorkspacePath(ctx.agentId, parsed.data.path);
+    const { max_bytes: maxBytes } = input;
+    const resolved = resolveWorkspacePath(ctx.agentId, input.path);
     if (!resolved.ok) return refused(resolved.reason);
     const shown = resolved.relative;
     if (!shown) return { ok: false, error: { code: "tool.input_invalid", message: "path names the workspace root, not a file" } };
@@ -129,24 +143,49 @@ export const fsReadText: ToolDefinition = {
       summary: truncated ? `read ${bytes.length} of ${obj.size} bytes from ${shown}` : `read ${bytes.length} bytes from ${shown}`,
     };
   },
-};
+});
 
-/** The model-facing JSON Schema of a tool's input, derived from its zod schema so the two cannot drift. */
-function inputSchema(schema: z.ZodType): Record<string, unknown> {
-  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: "input" });
-  return rest;
-}
+export const fsWriteText: ToolDefinition = defineTool({
+  name: "fs.write_text",
+  aliases: ["fs.write"],
+  description:
+    "Write a UTF-8 text file in the workspace, creating it or, with overwrite: true, replacing it. Paths are relative to the workspace root; parent directories need not exist.",
+  input: WriteTextInput,
+  risk: "side_effect",
+  handler: async (input, ctx) => {
+    const resolved = resolveWorkspacePath(ctx.agentId, input.path);
+    if (!resolved.ok) return refused(resolved.reason);
+    const shown = resolved.relative;
+    if (!shown) return { ok: false, error: { code: "tool.input_invalid", message: "path names the workspace root, not a file" } };
+    const body = new TextEncoder().encode(input.text);
+    if (body.length > MAX_WRITE_BYTES)
+      return { ok: false, error: { code: "tool.input_invalid", message: `text is longer than ${MAX_WRITE_BYTES} bytes (1 MiB)` } };
+    // fs.read_text refuses NUL as binary; refusing it here keeps every written file readable.
+    if (input.text.includes("\u0000"))
+      return { ok: false, error: { code: "tool.input_invalid", message: "text contains a NUL character; only text files can be written" } };
+    const bucket = ctx.env.WORKSPACE;
 
-/** `tool.input_invalid` naming each offending field. */
-function invalidInput(error: z.ZodError): ToolOutcome {
-  const message = error.issues
-    .map((issue) => {
-      if (issue.code === "unrecognized_keys") return `unknown field ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
-      return `${issue.path.join(".") || "input"}: ${issue.message}`;
-    })
-    .join("; ");
-  return { ok: false, error: { code: "tool.input_invalid", message } };
-}
+    const under = await untilAborted(bucket.list({ prefix: `${resolved.key}/`, limit: 1 }), ctx.signal);
+    if (under === ABORTED) return timedOut("fs.write_text", ctx);
+    if (under.objects.length > 0) return { ok: false, error: { code: "tool.input_invalid", message: `${shown} is a directory` } };
+
+    const options = { httpMetadata: { contentType: "text/plain; charset=utf-8" } };
+    // Create-only first, in R2 itself: of two racing writers only one can create the file.
+    const created = await untilAborted(bucket.put(resolved.key, body, { ...options, onlyIf: { etagDoesNotMatch: "*" } }), ctx.signal);
+    if (created === ABORTED) return timedOut("fs.write_text", ctx);
+    if (!created) {
+      if (!input.overwrite)
+        return { ok: false, error: { code: "tool.input_invalid", message: `${shown} exists; pass overwrite: true to replace it` } };
+      const replaced = await untilAborted(bucket.put(resolved.key, body, options), ctx.signal);
+      if (replaced === ABORTED) return timedOut("fs.write_text", ctx);
+    }
+    return {
+      ok: true,
+      output: { path: shown, bytes: body.length, created: created !== null },
+      summary: `wrote ${body.length} bytes to ${shown}`,
+    };
+  },
+});
 
 /** Maps a refused path to its public error; the reason itself stays internal. */
 function refused(reason: PathRefusal): ToolOutcome {
@@ -162,37 +201,6 @@ function refused(reason: PathRefusal): ToolOutcome {
     case "encoded_traversal":
       return { ok: false, error: { code: "policy.denied", message: "path escapes the workspace" } };
   }
-}
-
-function timedOut(tool: string, ctx: ToolContext): ToolOutcome {
-  return {
-    ok: false,
-    error: { code: "timeout", message: `${tool} did not finish within ${ctx.timeoutMs} ms or was cancelled`, retryable: true },
-  };
-}
-
-const ABORTED = Symbol("aborted");
-
-/** Settles with the promise, or with ABORTED as soon as the signal fires. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
-  if (signal.aborted) {
-    promise.catch(() => {});
-    return Promise.resolve(ABORTED);
-  }
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(ABORTED);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
 }
 
 /** The first `limit` bytes of a stream (fewer if it ends first); the rest is never read. */
@@ -224,17 +232,6 @@ async function readAtMost(body: ReadableStream<Uint8Array>, limit: number, signa
     if (at === out.length) break;
   }
   return out;
-}
-
-/** The largest cut ≤ `end` that does not split a UTF-8 sequence. */
-function utf8Boundary(bytes: Uint8Array, end: number): number {
-  let start = end;
-  // Back over at most three continuation bytes (10xxxxxx) to the sequence's lead byte.
-  while (start > 0 && end - start < 3 && ((bytes[start - 1] ?? 0) & 0xc0) === 0x80) start--;
-  if (start === 0) return end;
-  const lead = bytes[start - 1] ?? 0;
-  const length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  return end - (start - 1) >= length ? end : start - 1;
 }
 
 /** Orders strings by Unicode code point, which is R2's (UTF-8 byte) key order. */

@@ -4,9 +4,13 @@
  * points may both call `registerBuiltinTools()`.
  */
 import { type ToolRegistry, tools } from "../registry";
-import { fsListDir, fsReadText } from "./fs";
+import { emailDraft } from "./email";
+import { fsListDir, fsReadText, fsWriteText } from "./fs";
+import { httpGet } from "./http";
+import { messageSend } from "./message";
+import { shellExec } from "./shell";
 
-export const BUILTIN_TOOLS = [fsListDir, fsReadText] as const;
+export const BUILTIN_TOOLS = [fsListDir, fsReadText, fsWriteText, emailDraft, shellExec, httpGet, messageSend] as const;
 
 /** Adds every built-in tool to `registry` (the shared one by default); idempotent. */
 export function registerBuiltinTools(registry: ToolRegistry = tools): ToolRegistry {
