@@ -106,7 +106,7 @@ describe("runs: tool rounds (S4 §3, DESIGN 'Tool calls')", () => {
     expect(run.output).toBe("The echo tool said hi.");
     const sent = await bodiesSentTo(host);
     expect(sent).toHaveLength(2);
-    expect(sent[0]?.tools?.map((t: any) => t.function.name)).toEqual(["test__counter", "test__echo", "test__fail"]);
+    expect(sent[0]?.tools?.map((t: any) => t.function.name)).toEqual(["test__counter", "test__echo", "test__fail", "test__send"]);
     expect(sent[1]?.messages.slice(-2)).toEqual([
       {
         role: "assistant",
@@ -187,12 +187,12 @@ describe("runs: tool rounds (S4 §3, DESIGN 'Tool calls')", () => {
     expect(run.tool_calls).toBe(0);
   });
 
-  it("unknown tools (tool.not_found), tools not allowlisted and side effects (policy.denied) fail closed as tool results", async () => {
+  it("S1 §3.2 unknown tools (tool.not_found) and tools not allowlisted (policy.denied) fail closed as tool results", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [
       {
         content: markers([
-          { id: "a", tool: "shell.exec", args: { cmd: "ls" } },
+          { id: "a", tool: "nope.tool", args: { cmd: "ls" } },
           { id: "b", tool: "test.fail", args: {} },
           { id: "c", tool: "fs.read_text", args: { path: "x" } },
         ]),
@@ -202,7 +202,7 @@ describe("runs: tool rounds (S4 §3, DESIGN 'Tool calls')", () => {
     const app = appFor(runConfig(host, { model: { supportsTools: false }, agent: { tools: { allow: ["test.echo"] } } }));
     const run = await waitForRun(app, await startRun(app, "go"));
     expect(run.trace.tool_execution_results.map((r: any) => [r.tool_call_id, r.error])).toEqual([
-      ["a", 'no tool named "shell.exec"'],
+      ["a", 'no tool named "nope.tool"'],
       ["b", 'test.fail is not allowed for agent "main"'],
       ["c", 'fs.read_text is not allowed for agent "main"'],
     ]);

@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { AGENT_ID } from "../sessions/keys";
+import { HoneypotConfig } from "../tools/honeypot";
 
 /** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
 export const ProviderId = z
@@ -127,6 +128,51 @@ export const HttpConfig = z.strictObject({
     .default(1024 * 1024),
 });
 
+const RiskClassName = z.enum(["read_only", "draft_only", "side_effect"]);
+
+/** S1 §3.2 / §3.3 tool policy. */
+export const ToolPolicyConfig = z.strictObject({
+  /** Recorded with every gate decision. */
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, "policy ids are 1-64 letters, digits, . _ -")
+    .default("default"),
+  /** Risk classes allowed at all (allowlist by risk class). */
+  risks: z.array(RiskClassName).default(["read_only", "draft_only", "side_effect"]),
+  /** Risk classes that need a human approval (S1 §3.3 Phase 1: side effects). */
+  approvalRequired: z.array(RiskClassName).default(["side_effect"]),
+  /** Allowlist by channel: tool name → channels it may run on. Tools not listed run on any channel. */
+  channels: z.record(ToolName, z.array(z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/)).max(32)).default({}),
+  approvals: z
+    .strictObject({
+      /** How long an approval request waits for a decision before it expires (the call is then denied). */
+      ttlSeconds: z
+        .int()
+        .min(60)
+        .max(7 * 24 * 3600)
+        .default(3600),
+      /** Pending approvals an agent may have; beyond that, new runs of the agent are refused with 429. */
+      maxPendingPerAgent: z.int().min(1).max(1000).default(20),
+    })
+    .default({ ttlSeconds: 3600, maxPendingPerAgent: 20 }),
+  /**
+   * S1 §3.3 Phase 2: `message.send` without approval when the message uses an allowlisted template, goes to
+   * an allowlisted recipient type, has no links and no attachments, and the hourly rate limits hold.
+   * Absent: every send needs approval.
+   */
+  honeypot: HoneypotConfig.optional(),
+  /**
+   * S4 §4 global network allowlist for `http.get`: with it, the capability `net` covers only these domains
+   * (and their subdomains); `net:<domain>` still overrides. Absent: `net` covers every public host.
+   */
+  netAllowlist: z
+    .array(
+      z.string().regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, "a lower-case domain name such as example.com"),
+    )
+    .max(500)
+    .optional(),
+});
+
 /** S3 §2 failure loop thresholds. */
 export const FailureLoopSettings = z.strictObject({
   failuresToRecover: z.int().min(1).max(20).default(2),
@@ -165,8 +211,26 @@ export const GatewayConfig = z.strictObject({
   agents: z.record(AgentId, AgentConfig).default({}),
   /** Channel adapters (Telegram, Slack, Standard Webhooks); filled by the channels work. */
   channels: z.strictObject({}).default({}),
-  /** Tool policy (allowlists, approvals); filled by the tools work. */
-  tools: z.strictObject({ policy: z.strictObject({}).default({}) }).default({ policy: {} }),
+  /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
+  tools: z
+    .strictObject({
+      policy: ToolPolicyConfig.default({
+        id: "default",
+        risks: ["read_only", "draft_only", "side_effect"],
+        approvalRequired: ["side_effect"],
+        channels: {},
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
+      }),
+    })
+    .default({
+      policy: {
+        id: "default",
+        risks: ["read_only", "draft_only", "side_effect"],
+        approvalRequired: ["side_effect"],
+        channels: {},
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
+      },
+    }),
   runs: RunsConfig.default({
     maxToolRounds: 8,
     toolTimeoutMs: { min: 1000, max: 120_000 },

@@ -13,6 +13,7 @@ import type { GatewayConfig } from "../config/schema";
 import { createLogger, type Logger } from "../observability/logger";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { redactText, secretValuesFromEnv } from "../security/redact";
+import { adminApprovalRoutes } from "./admin-approvals";
 import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
@@ -107,6 +108,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", healthRoutes());
   app.route("/", chatRoutes());
   app.route("/", runRoutes());
+  app.route("/", adminApprovalRoutes());
   app.route("/", adminSessionRoutes());
 
   app.notFound((c) =>

@@ -8,6 +8,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { buildRunSpec } from "../runs/spec";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
 import type { SessionIdentity } from "../sessions/SessionDO";
+import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
@@ -76,6 +77,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     }
 
     const principal = c.get("principal");
+    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
     const queued = await session.enqueueMessage(identity, {
       message: body.message,
       source: "http",

@@ -17,6 +17,7 @@ import { listRuns } from "../runs/index-d1";
 import { buildRunSpec } from "../runs/spec";
 import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
+import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
@@ -39,7 +40,7 @@ export const RunSchema = z
     id: z.string(),
     agent_id: z.string(),
     source: z.string(),
-    status: z.enum(["queued", "running", "completed", "failed", "cancelled"]),
+    status: z.enum(["queued", "running", "awaiting_approval", "completed", "failed", "cancelled"]),
     output: z.string(),
     artifact_path: z.string(),
     duration_ms: z.int(),
@@ -139,7 +140,7 @@ const adminListRoute = createRoute({
   request: {
     query: z.object({
       agent_id: z.string().optional(),
-      status: z.enum(["queued", "running", "completed", "failed", "cancelled"]).optional(),
+      status: z.enum(["queued", "running", "awaiting_approval", "completed", "failed", "cancelled"]).optional(),
       caller_id: z.string().optional(),
       limit: z.coerce.number().int().min(1).max(200).default(50),
     }),
@@ -242,6 +243,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
     const agent = config.agents[body.agent_id] as (typeof config.agents)[string];
     const callerId = callerOf(c) as string;
+    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller.
     const nonce = crypto.randomUUID().replaceAll("-", "");
     const key = parseSessionKey(`agent:${body.agent_id}:http:${callerId}:run:${nonce}`);

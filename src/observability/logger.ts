@@ -56,6 +56,8 @@ export interface LogEvents {
     completion_tokens?: number;
     latency_ms: number;
   };
+  /** The policy decision for one tool call (S1 §4.1 gate outcome): channel, risk, policy id, outcome. */
+  "tool.gate": { run_id: string; tool: string; channel: string; risk: string; policy_id: string; outcome: string };
   /** A run ended. */
   "run.finished": { run_id: string; agent_id: string; status: string; code?: string; rounds: number; tool_calls: number };
   /** A run or tool failed in a way the code did not expect; the error's name only. */

@@ -30,8 +30,23 @@ import { redactText, secretValuesFromEnv } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
+import { honeypotArgs } from "../tools/builtin/message";
+import { checkHoneypot } from "../tools/honeypot";
+import { decide, type GateDecision } from "../tools/policy";
 import { tools as defaultRegistry, type ToolDefinition, type ToolOutcome, type ToolRegistry } from "../tools/registry";
+import { lockedSchemaHash, schemaHash } from "../tools/schema-lock";
 import { toWireName } from "../tools/wire-names";
+import {
+  type ApprovalRow,
+  approvalForCall,
+  argsDigest,
+  decideApprovalRow,
+  getApproval,
+  indexApproval,
+  insertApproval,
+  mintApprovalId,
+  overdueApprovals,
+} from "./approvals";
 import type { EventType } from "./events";
 import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
 import { indexRun } from "./index-d1";
@@ -82,6 +97,10 @@ export interface RunHost {
   /** Appends an assistant or tool message to the transcript (already redacted). */
   appendTranscript(m: { role: "assistant" | "tool"; content: string; runId: string; toolName?: string; toolCallId?: string }): number;
   recordManifest(turnId: string, manifest: PromptManifest): void;
+  /** This object's id (approval ids name it). */
+  objectId(): string;
+  /** The SHA-256 the tool-schema lock pins for a tool, if any (schema-drift guard). */
+  lockedSchemaHash?(tool: string): string | undefined;
   /** The session's channel and the capabilities an admin granted it (S4 §1.1). */
   channel(): string;
   capabilities(): readonly string[];
@@ -90,6 +109,7 @@ export interface RunHost {
 }
 
 type Finish =
+  | { status: "paused" }
   | { status: "completed"; output: string; payload?: Record<string, unknown> }
   | { status: "failed"; code: string; message: string }
   | { status: "cancelled"; reason: string };
@@ -120,8 +140,9 @@ export class RunEngine {
     const run = getRun(sql, runId);
     if (!run) return { ok: false, reason: "not_found" };
     if (isTerminal(run.status)) return { ok: false, reason: "finished", status: run.status };
-    if (run.status === "queued") {
-      storage.transactionSync(() => this.#finishRow(run, { status: "cancelled", reason: "cancelled before it started" }));
+    if (run.status === "queued" || run.status === "awaiting_approval") {
+      const reason = run.status === "queued" ? "cancelled before it started" : "cancelled while waiting for an approval";
+      storage.transactionSync(() => this.#finishRow(run, { status: "cancelled", reason }));
       void this.#index(runId);
       return { ok: true, status: "cancelled" };
     }
@@ -177,6 +198,13 @@ export class RunEngine {
       this.#controllers.delete(run.id);
     }
     const current = getRun(sql, run.id) as RunRow;
+    if (finish.status === "paused") {
+      // Waiting for a human: the decision (or the approval's expiry) puts the run back in the queue.
+      // A pause is a clean stop, so it does not count towards MAX_EXECUTIONS.
+      sql.run`UPDATE runs SET executions = 0 WHERE id = ${run.id}`;
+      await this.#index(run.id);
+      return;
+    }
     if (!isTerminal(current.status)) storage.transactionSync(() => this.#finishRow(current, finish));
     const ended = getRun(sql, run.id) as RunRow;
     this.#host.logger.log(ended.status === "failed" ? "warn" : "info", "run.finished", {
@@ -203,7 +231,7 @@ export class RunEngine {
   }
 
   /** Writes the terminal state, event and (for completed runs) nothing else: callers store the reply first. */
-  #finishRow(run: RunRow, f: Finish): void {
+  #finishRow(run: RunRow, f: Exclude<Finish, { status: "paused" }>): void {
     const { sql } = this.#host;
     const now = new Date();
     const iso = now.toISOString();
@@ -561,10 +589,11 @@ export class RunEngine {
       const started = Date.now();
       const request = this.#requestEnvelope(run, spec, call);
       let outcome: ToolOutcome;
+      let decision: GateDecision | null = call.decision ? (JSON.parse(call.decision) as GateDecision) : null;
       let replay = false;
       if (call.status === "started") {
         // Interrupted after the handler began: run again only what cannot have had an effect.
-        if (def?.risk === "read_only") outcome = await this.#runHandler(request, call, def, signal);
+        if (def?.risk === "read_only") outcome = await this.#runHandler(request, call, def, signal, spec);
         else {
           replay = true;
           outcome = {
@@ -576,15 +605,17 @@ export class RunEngine {
           };
         }
       } else {
-        const denied = this.#gate(spec, call, def);
-        if (denied) outcome = denied;
+        const gate = await this.#gate(run, spec, call);
+        if (gate.paused) return { status: "paused" };
+        decision = gate.decision;
+        if (gate.outcome) outcome = gate.outcome;
         else {
           storage.transactionSync(() => {
             sql.run`UPDATE tool_executions SET status = 'started', started_at = ${new Date().toISOString()}
                     WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
             appendTrace(sql, run.id, "tool_start", { tool: call.tool, tool_call_id: call.tool_call_id });
           });
-          outcome = await this.#runHandler(request, call, def as ToolDefinition, signal);
+          outcome = await this.#runHandler(request, call, def as ToolDefinition, signal, spec);
         }
       }
       const duration = Date.now() - started;
@@ -611,7 +642,8 @@ export class RunEngine {
       storage.transactionSync(() => {
         sql.run`UPDATE tool_executions SET status = 'done', ok = ${outcome.ok ? 1 : 0}, output = ${output},
                        error = ${error ? JSON.stringify(error) : null}, summary = ${summary}, finished_at = ${finishedAt}, duration_ms = ${duration},
-                       request = ${JSON.stringify({ ...request, input: safeJson(call.args) })}, response = ${JSON.stringify(response)}
+                       request = ${JSON.stringify({ ...request, input: safeJson(call.args) })}, response = ${JSON.stringify(response)},
+                       decision = ${decision ? JSON.stringify(decision) : null}
                 WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
         this.#host.appendTranscript({
           role: "tool",
@@ -633,6 +665,7 @@ export class RunEngine {
           error,
           summary,
           duration_ms: duration,
+          ...(decision ? { gate: decision } : {}),
           ...(replay ? { interrupted: true } : {}),
         });
         appendTrace(sql, run.id, "tool_done", { tool: call.tool, tool_call_id: call.tool_call_id, ok: outcome.ok, duration_ms: duration });
@@ -663,23 +696,206 @@ export class RunEngine {
     return undefined;
   }
 
-  /** Policy for one call (fail closed): known, allowlisted, no side effects until approvals exist, well-formed input. */
-  #gate(spec: RunSpec, call: ToolExecutionRow, def: ToolDefinition | undefined): ToolOutcome | null {
+  /**
+   * The policy decision for one call (S1 §3.2, fail closed), and for calls that need a human the
+   * approval step (S1 §3.3): the first time, an approval is requested and the run pauses; once decided,
+   * an approval lets the call run only with the arguments it was granted for.
+   */
+  async #gate(
+    run: RunRow,
+    spec: RunSpec,
+    call: ToolExecutionRow,
+  ): Promise<{ paused: true } | { paused: false; decision: GateDecision | null; outcome: ToolOutcome | null }> {
+    const { sql, storage, env } = this.#host;
     if (call.tool === MARKER_BLOCK)
-      return { ok: false, error: { code: "invalid.request", message: `tool-call block rejected: ${call.args}` } };
-    if (!def) return { ok: false, error: { code: "tool.not_found", message: `no tool named "${call.tool.slice(0, 64)}"` } };
-    const allowed = spec.tools.some((name) => this.#registry.get(name) === def);
-    if (!allowed) return { ok: false, error: { code: "policy.denied", message: `${def.name} is not allowed for agent "${spec.agentId}"` } };
-    // S1 §3.3: side effects need a human approval, which this gateway does not offer yet — so they are denied.
-    if (def.risk === "side_effect")
       return {
-        ok: false,
-        error: { code: "policy.denied", message: `${def.name} has side effects and needs a human approval, which is not available yet` },
+        paused: false,
+        decision: null,
+        outcome: { ok: false, error: { code: "invalid.request", message: `tool-call block rejected: ${call.args}` } },
+      };
+    const def = this.#registry.get(call.tool);
+    let decision = decide({
+      calledAs: call.tool,
+      registry: this.#registry,
+      agentId: spec.agentId,
+      allow: spec.tools,
+      channel: this.#host.channel(),
+      policy: spec.policy,
+      schemaHash: def ? await schemaHash(def) : undefined,
+      lockedHash: def ? (this.#host.lockedSchemaHash ?? lockedSchemaHash)(def.name) : undefined,
+    });
+    this.#host.logger.log("info", "tool.gate", {
+      run_id: run.id,
+      tool: decision.tool,
+      channel: decision.channel,
+      risk: decision.risk ?? "unknown",
+      policy_id: decision.policy_id,
+      outcome: decision.outcome,
+    });
+    if (decision.outcome === "denied")
+      return {
+        paused: false,
+        decision,
+        outcome: { ok: false, error: { code: decision.code ?? "policy.denied", message: decision.reason } },
       };
     const args = safeJson(call.args);
     if (!args || typeof args !== "object" || Array.isArray(args))
-      return { ok: false, error: { code: "tool.input_invalid", message: "the tool input must be a JSON object" } };
-    return null;
+      return {
+        paused: false,
+        decision,
+        outcome: { ok: false, error: { code: "tool.input_invalid", message: "the tool input must be a JSON object" } },
+      };
+    if (decision.outcome === "allowed") return { paused: false, decision, outcome: null };
+
+    // S1 §3.3 Phase 2: a templated message.send that meets every honeypot rule goes without approval.
+    if (decision.tool === "message.send" && spec.honeypot && !decision.reason.includes("schema drift")) {
+      const sendArgs = honeypotArgs(args as Record<string, unknown>);
+      if (sendArgs) {
+        const check = await checkHoneypot({ args: sendArgs, config: spec.honeypot, db: env.DB, agentId: spec.agentId, now: new Date() });
+        if (check.ok)
+          return {
+            paused: false,
+            decision: { ...decision, outcome: "allowed", reason: "honeypot exception (S1 §3.3 Phase 2)" },
+            outcome: null,
+          };
+        decision = { ...decision, reason: `${decision.reason} (honeypot exception not met: ${check.reason})` };
+      }
+    }
+
+    const approval = approvalForCall(sql, run.id, call.round, call.tool_call_id);
+    const digest = await argsDigest(call.args);
+    if (!approval) {
+      const now = new Date();
+      const id = mintApprovalId(this.#host.objectId());
+      const expiresAt = new Date(now.getTime() + spec.approvalTtlSeconds * 1000).toISOString();
+      storage.transactionSync(() => {
+        insertApproval(sql, {
+          id,
+          run_id: run.id,
+          round: call.round,
+          tool_call_id: call.tool_call_id,
+          tool: decision.tool,
+          args: call.args,
+          args_sha256: digest,
+          requester: run.caller_id ?? `agent:${spec.agentId}`,
+          channel: decision.channel,
+          reason: decision.reason,
+          created_at: now.toISOString(),
+          expires_at: expiresAt,
+        });
+        sql.run`UPDATE tool_executions SET decision = ${JSON.stringify(decision)}
+                WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
+        sql.run`UPDATE runs SET status = 'awaiting_approval', updated_at = ${now.toISOString()} WHERE id = ${run.id}`;
+        this.#event(run, "approval.requested", {
+          approval_id: id,
+          tool: decision.tool,
+          tool_call_id: call.tool_call_id,
+          args_sha256: digest,
+          reason: decision.reason,
+          expires_at: expiresAt,
+        });
+      });
+      await this.#indexApproval(id);
+      return { paused: true };
+    }
+    if (approval.status === "pending") {
+      sql.run`UPDATE runs SET status = 'awaiting_approval' WHERE id = ${run.id}`;
+      return { paused: true };
+    }
+    if (approval.status === "approved") {
+      if (approval.args_sha256 !== digest)
+        return {
+          paused: false,
+          decision,
+          outcome: {
+            ok: false,
+            error: {
+              code: "policy.denied",
+              message: `the arguments changed after approval ${approval.id} was requested; the call was not run`,
+            },
+          },
+        };
+      return { paused: false, decision, outcome: null };
+    }
+    const why =
+      approval.status === "expired"
+        ? `approval ${approval.id} expired before anyone decided; the call was not run`
+        : `denied by ${approval.decided_by ?? "an admin"}${approval.decision_reason ? `: ${approval.decision_reason}` : ""}`;
+    return { paused: false, decision, outcome: { ok: false, error: { code: "policy.denied", message: why } } };
+  }
+
+  /**
+   * Records a human decision on a pending approval and puts its run back in the queue. Expired → `expired`;
+   * decided before → `decided`.
+   */
+  decideApproval(
+    approvalId: string,
+    decision: "approve" | "deny",
+    by: string,
+    reason: string | null,
+    now = new Date(),
+  ): { ok: true; approval: ApprovalRow } | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow } {
+    const { sql, storage } = this.#host;
+    const approval = getApproval(sql, approvalId);
+    if (!approval) return { ok: false, reason: "not_found" };
+    if (approval.status === "expired") return { ok: false, reason: "expired", approval };
+    if (approval.status !== "pending") return { ok: false, reason: "decided", approval };
+    if (Date.parse(approval.expires_at) <= now.getTime()) {
+      this.expireOverdue(now);
+      return { ok: false, reason: "expired", approval: getApproval(sql, approvalId) as ApprovalRow };
+    }
+    const status = decision === "approve" ? "approved" : "denied";
+    const run = getRun(sql, approval.run_id) as RunRow;
+    storage.transactionSync(() => {
+      decideApprovalRow(sql, approvalId, status, by, reason, now);
+      // A run that ended meanwhile (cancelled) keeps its log closed: the decision is recorded on the approval only.
+      if (isTerminal(run.status)) return;
+      this.#event(run, "approval.decided", { approval_id: approvalId, decision: status, decided_by: by, ...(reason ? { reason } : {}) });
+      if (run.status === "awaiting_approval")
+        sql.run`UPDATE runs SET status = 'running', updated_at = ${now.toISOString()} WHERE id = ${run.id}`;
+    });
+    void this.#indexApproval(approvalId);
+    return { ok: true, approval: getApproval(sql, approvalId) as ApprovalRow };
+  }
+
+  /** Expires pending approvals whose time is up; their runs continue (the call is denied). Returns how many. */
+  expireOverdue(now = new Date()): number {
+    const { sql, storage } = this.#host;
+    const overdue = overdueApprovals(sql, now);
+    for (const approval of overdue) {
+      const run = getRun(sql, approval.run_id) as RunRow;
+      storage.transactionSync(() => {
+        decideApprovalRow(sql, approval.id, "expired", null, null, now);
+        if (!isTerminal(run.status)) {
+          this.#event(run, "approval.decided", { approval_id: approval.id, decision: "expired" });
+          if (run.status === "awaiting_approval")
+            sql.run`UPDATE runs SET status = 'running', updated_at = ${now.toISOString()} WHERE id = ${run.id}`;
+        }
+      });
+      void this.#indexApproval(approval.id);
+    }
+    return overdue.length;
+  }
+
+  async #indexApproval(id: string): Promise<void> {
+    const approval = getApproval(this.#host.sql, id);
+    if (!approval) return;
+    const run = getRun(this.#host.sql, approval.run_id);
+    try {
+      await indexApproval(this.#host.env.DB, {
+        approval_id: approval.id,
+        agent_id: run?.agent_id ?? "",
+        run_id: approval.run_id,
+        session_key: this.#host.session().sessionKey,
+        tool: approval.tool,
+        status: approval.status,
+        created_at: approval.created_at,
+        expires_at: approval.expires_at,
+        decided_at: approval.decided_at,
+      });
+    } catch {
+      // The index serves listing and the pending limit; the approval itself is safe in this object.
+    }
   }
 
   /**
@@ -700,7 +916,13 @@ export class RunEngine {
   }
 
   /** The handler under the request's timeout and the run's cancellation; a throw becomes internal.error. */
-  async #runHandler(request: ToolRequest, call: ToolExecutionRow, def: ToolDefinition, runSignal: AbortSignal): Promise<ToolOutcome> {
+  async #runHandler(
+    request: ToolRequest,
+    call: ToolExecutionRow,
+    def: ToolDefinition,
+    runSignal: AbortSignal,
+    spec: RunSpec,
+  ): Promise<ToolOutcome> {
     const { input, timeout_ms: timeoutMs, run_id: runId } = request;
     const controller = new AbortController();
     const onAbort = () => controller.abort();
@@ -721,6 +943,9 @@ export class RunEngine {
           runId,
           channel: this.#host.channel(),
           capabilities: this.#host.capabilities(),
+          honeypot: spec.honeypot ?? undefined,
+          // Runs accepted before this setting existed carry no allowlist field: treat as none.
+          netAllowlist: spec.netAllowlist ?? null,
           sessionKey: session.sessionKey,
           toolCallId: call.tool_call_id,
           signal: controller.signal,

@@ -9,6 +9,8 @@
 import { type ResolvedModel, resolveAgentModel } from "../config/model-ref";
 import type { GatewayConfig } from "../config/schema";
 import type { ContextCaps } from "../context/caps";
+import type { HoneypotConfig } from "../tools/honeypot";
+import type { ToolPolicy } from "../tools/policy";
 import type { FailureLoopConfig } from "./failure-loop";
 
 export interface RunSpec {
@@ -26,6 +28,13 @@ export interface RunSpec {
   failureLoop: FailureLoopConfig;
   /** Provider tokens per UTC day for the agent; null = unlimited. */
   tokensPerDay: number | null;
+  /** The tool policy in force (S1 §3.2) and how approvals behave. */
+  policy: ToolPolicy;
+  approvalTtlSeconds: number;
+  /** S1 §3.3 Phase 2 honeypot exception for `message.send`; null = every send needs approval. */
+  honeypot: HoneypotConfig | null;
+  /** S4 §4 global network allowlist for `http.get`; null = none. */
+  netAllowlist: string[] | null;
 }
 
 /** The spec for a run of `agentId` on `channel` (the agent must exist in `config`). */
@@ -44,5 +53,14 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     providerTimeoutMs: config.runs.providerTimeoutMs,
     failureLoop: { ...config.runs.failureLoop, recentAttempts: 5 },
     tokensPerDay: agent.budget.tokensPerDay ?? null,
+    policy: {
+      id: config.tools.policy.id,
+      risks: [...config.tools.policy.risks],
+      approvalRequired: [...config.tools.policy.approvalRequired],
+      channels: structuredClone(config.tools.policy.channels),
+    },
+    approvalTtlSeconds: config.tools.policy.approvals.ttlSeconds,
+    honeypot: config.tools.policy.honeypot ? structuredClone(config.tools.policy.honeypot) : null,
+    netAllowlist: config.tools.policy.netAllowlist ? [...config.tools.policy.netAllowlist] : null,
   };
 }

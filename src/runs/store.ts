@@ -9,7 +9,7 @@ import { type EventType, nextEvent, type RunEvent, TERMINAL } from "./events";
 import { type FailureLoopState, INITIAL_FAILURE_LOOP } from "./failure-loop";
 import type { RunSpec } from "./spec";
 
-export type RunStatus = "queued" | "running" | "completed" | "failed" | "cancelled";
+export type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
 export interface RunRow {
   id: string;
@@ -143,6 +143,8 @@ export interface ToolExecutionRow {
   duration_ms: number | null;
   /** The S3 §1.1 request envelope (JSON), once the call was executed or refused. */
   request: string | null;
+  /** The policy decision that gated the call (JSON GateDecision). */
+  decision: string | null;
   /** The S3 §1.2 response envelope (JSON). */
   response: string | null;
 }

@@ -14,6 +14,7 @@ import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context
 import { createLogger } from "../observability/logger";
 import { classifyChannel } from "../prompts/channels";
 import type { PromptManifest } from "../prompts/manifest";
+import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
 import { RunEngine } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
 import { mintRunId } from "../runs/ids";
@@ -138,6 +139,7 @@ export class SessionDO extends DurableObject<Env> {
         recordManifest(this.#sql, turnId, manifest, new Date());
       },
       onEvent: (runId) => this.#wake(runId),
+      objectId: () => this.ctx.id.toString(),
       channel: () => {
         const parsed = parseSessionKey(this.#currentSession().sessionKey);
         return parsed.ok && parsed.key.kind === "scoped" ? parsed.key.channel : "main";
@@ -199,12 +201,37 @@ export class SessionDO extends DurableObject<Env> {
     this.#draining = true;
     try {
       await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
+      this.#engine.expireOverdue();
       await this.#engine.drain();
     } finally {
       this.#draining = false;
     }
-    if (nextRunnable(this.#sql)) await this.ctx.storage.setAlarm(Date.now());
-    else await this.ctx.storage.deleteAlarm();
+    await this.#scheduleNext();
+  }
+
+  /** The alarm for what comes next: queued work at once, else the next approval expiry, else none. */
+  async #scheduleNext(): Promise<void> {
+    if (nextRunnable(this.#sql)) return this.ctx.storage.setAlarm(Date.now());
+    const expiry = nextExpiry(this.#sql);
+    if (expiry !== null) return this.ctx.storage.setAlarm(expiry);
+    return this.ctx.storage.deleteAlarm();
+  }
+
+  /** Admin: approves or denies a pending approval (S1 §3.3); the run resumes from the alarm. */
+  async decideApproval(
+    approvalId: string,
+    decision: "approve" | "deny",
+    decidedBy: string,
+    reason: string | null,
+  ): Promise<{ ok: true; approval: ApprovalRow } | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow }> {
+    const result = this.#engine.decideApproval(approvalId, decision, decidedBy, reason);
+    if (result.ok || result.reason === "expired") await this.#scheduleNext();
+    return result;
+  }
+
+  /** One approval as stored here. */
+  async approval(approvalId: string): Promise<ApprovalRow | null> {
+    return getApproval(this.#sql, approvalId) ?? null;
   }
 
   /** The storage schema version in force and when this session's storage was first created. */

@@ -158,4 +158,28 @@ export const SESSION_MIGRATIONS: Migrations = [
   // v8: each executed tool call keeps its S3 §1 request and response envelopes (redacted), for admins and bundles.
   `ALTER TABLE tool_executions ADD COLUMN request TEXT;
    ALTER TABLE tool_executions ADD COLUMN response TEXT;`,
+  // v9: human approvals (S1 §3.3, DESIGN "Approvals"): one per tool call that needs one, with its own id,
+  // the redacted arguments and their hash (a call whose arguments changed is refused), and an expiry.
+  // Tool calls keep the policy decision that gated them (S1 §4.1 gate outcome).
+  `CREATE TABLE approvals (
+     id TEXT PRIMARY KEY,
+     run_id TEXT NOT NULL,
+     round INTEGER NOT NULL,
+     tool_call_id TEXT NOT NULL,
+     tool TEXT NOT NULL,
+     args TEXT NOT NULL,
+     args_sha256 TEXT NOT NULL,
+     requester TEXT NOT NULL,
+     channel TEXT NOT NULL,
+     reason TEXT NOT NULL,
+     status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+     created_at TEXT NOT NULL,
+     expires_at TEXT NOT NULL,
+     decided_at TEXT,
+     decided_by TEXT,
+     decision_reason TEXT,
+     UNIQUE (run_id, round, tool_call_id)
+   );
+   CREATE INDEX approvals_pending ON approvals (status, expires_at);
+   ALTER TABLE tool_executions ADD COLUMN decision TEXT;`,
 ];

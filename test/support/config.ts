@@ -40,7 +40,13 @@ export async function requestsTo(host: string): Promise<{ method: string; path: 
 /** A config for run tests: the `main` agent on the mock provider at `host`, with agent and runs overrides. */
 export function runConfig(
   host: string,
-  o: { model?: Record<string, unknown>; agent?: Record<string, unknown>; runs?: Record<string, unknown>; agentId?: string } = {},
+  o: {
+    model?: Record<string, unknown>;
+    agent?: Record<string, unknown>;
+    runs?: Record<string, unknown>;
+    policy?: Record<string, unknown>;
+    agentId?: string;
+  } = {},
 ): GatewayConfig {
   const raw: GatewayConfigInput = {
     models: {
@@ -53,8 +59,9 @@ export function runConfig(
         }) as never,
       },
     },
-    agents: { [o.agentId ?? "main"]: { tools: { allow: ["test.echo", "test.fail", "test.counter"] }, ...o.agent } as never },
+    agents: { [o.agentId ?? "main"]: { tools: { allow: ["test.echo", "test.fail", "test.counter", "test.send"] }, ...o.agent } as never },
     ...(o.runs ? { runs: o.runs as never } : {}),
+    ...(o.policy ? { tools: { policy: o.policy as never } } : {}),
   };
   const result = parseGatewayConfig(raw);
   if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);

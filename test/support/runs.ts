@@ -108,6 +108,16 @@ export function registerTestTools(): void {
         return { ok: true, output: { count: invocations.filter((i) => i.runId === ctx.runId && i.tool === "test.counter").length } };
       },
     },
+    {
+      name: "test.send",
+      description: "Sends a message (side_effect: needs approval).",
+      parameters: { type: "object", properties: { to: { type: "string" }, text: { type: "string" } }, additionalProperties: false },
+      risk: "side_effect",
+      handler: async (input, ctx) => {
+        invocations.push({ tool: "test.send", toolCallId: ctx.toolCallId, runId: ctx.runId, input });
+        return { ok: true, output: { sent: true }, summary: `sent to ${String(input.to)}` };
+      },
+    },
   ];
   for (const d of defs) tools.register(d);
 }

@@ -1,0 +1,130 @@
+/**
+ * Human approvals (S1 §3.3 Phase 1, DESIGN "Approvals"): rows in the SessionDO
+ * and the D1 index that lists them. An approval has its own id (`apr_` + the
+ * object's id + random, never the tool_call_id), the tool and its redacted
+ * arguments with their SHA-256, the requester, the channel and an expiry.
+ * Decided once: a second decision is a conflict, a late one finds it expired.
+ */
+import { sha256Hex } from "../prompts/hash";
+import type { Sql } from "../storage/sql";
+
+export const APPROVAL_ID = /^apr_([0-9a-f]{64})([0-9a-f]{16})$/;
+
+export type ApprovalStatus = "pending" | "approved" | "denied" | "expired";
+
+export interface ApprovalRow {
+  id: string;
+  run_id: string;
+  round: number;
+  tool_call_id: string;
+  tool: string;
+  args: string;
+  args_sha256: string;
+  requester: string;
+  channel: string;
+  reason: string;
+  status: ApprovalStatus;
+  created_at: string;
+  expires_at: string;
+  decided_at: string | null;
+  decided_by: string | null;
+  decision_reason: string | null;
+}
+
+/** A new approval id inside the object `objectId`. */
+export function mintApprovalId(objectId: string): string {
+  const random = crypto.getRandomValues(new Uint8Array(8));
+  return `apr_${objectId}${[...random].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** The object id inside an approval id, or null. */
+export const approvalObjectId = (id: string): string | null => APPROVAL_ID.exec(id)?.[1] ?? null;
+
+export const argsDigest = (args: string): Promise<string> => sha256Hex(args);
+
+export function getApproval(sql: Sql, id: string): ApprovalRow | undefined {
+  return sql.one<ApprovalRow & Record<string, SqlStorageValue>>`SELECT * FROM approvals WHERE id = ${id}`;
+}
+
+export function approvalForCall(sql: Sql, runId: string, round: number, toolCallId: string): ApprovalRow | undefined {
+  return sql.one<ApprovalRow & Record<string, SqlStorageValue>>`
+    SELECT * FROM approvals WHERE run_id = ${runId} AND round = ${round} AND tool_call_id = ${toolCallId}`;
+}
+
+export function insertApproval(sql: Sql, a: Omit<ApprovalRow, "status" | "decided_at" | "decided_by" | "decision_reason">): void {
+  sql.run`INSERT INTO approvals (id, run_id, round, tool_call_id, tool, args, args_sha256, requester, channel, reason, status, created_at, expires_at)
+          VALUES (${a.id}, ${a.run_id}, ${a.round}, ${a.tool_call_id}, ${a.tool}, ${a.args}, ${a.args_sha256}, ${a.requester}, ${a.channel},
+                  ${a.reason}, 'pending', ${a.created_at}, ${a.expires_at})`;
+}
+
+export function decideApprovalRow(
+  sql: Sql,
+  id: string,
+  status: Exclude<ApprovalStatus, "pending">,
+  by: string | null,
+  reason: string | null,
+  now: Date,
+): void {
+  sql.run`UPDATE approvals SET status = ${status}, decided_at = ${now.toISOString()}, decided_by = ${by}, decision_reason = ${reason}
+          WHERE id = ${id} AND status = 'pending'`;
+}
+
+/** Pending approvals whose time is up. */
+export function overdueApprovals(sql: Sql, now: Date): ApprovalRow[] {
+  return sql.all<ApprovalRow & Record<string, SqlStorageValue>>`
+    SELECT * FROM approvals WHERE status = 'pending' AND expires_at <= ${now.toISOString()} ORDER BY expires_at`;
+}
+
+/** When the next pending approval expires (ms), if any. */
+export function nextExpiry(sql: Sql): number | null {
+  const row = sql.one<{ at: string | null }>`SELECT MIN(expires_at) AS at FROM approvals WHERE status = 'pending'`;
+  return row?.at ? Date.parse(row.at) : null;
+}
+
+// ---- D1 index -------------------------------------------------------------------------
+
+export interface ApprovalIndexRow {
+  approval_id: string;
+  agent_id: string;
+  run_id: string;
+  session_key: string;
+  tool: string;
+  status: ApprovalStatus;
+  created_at: string;
+  expires_at: string;
+  decided_at: string | null;
+}
+
+export async function indexApproval(db: D1Database, r: ApprovalIndexRow): Promise<void> {
+  await db
+    .prepare(
+      `INSERT INTO approvals (approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+       ON CONFLICT (approval_id) DO UPDATE SET status = excluded.status, decided_at = excluded.decided_at`,
+    )
+    .bind(r.approval_id, r.agent_id, r.run_id, r.session_key, r.tool, r.status, r.created_at, r.expires_at, r.decided_at)
+    .run();
+}
+
+export async function listApprovals(
+  db: D1Database,
+  f: { status?: string | undefined; agentId?: string | undefined; limit: number },
+): Promise<ApprovalIndexRow[]> {
+  const rows = await db
+    .prepare(
+      `SELECT approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at FROM approvals
+       WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, approval_id LIMIT ?3`,
+    )
+    .bind(f.status ?? null, f.agentId ?? null, f.limit)
+    .all<ApprovalIndexRow>();
+  return rows.results;
+}
+
+/** Approvals of `agentId` still waiting for a human. */
+export async function pendingApprovals(db: D1Database, agentId: string, now: Date): Promise<number> {
+  const row = await db
+    .prepare("SELECT COUNT(*) AS n FROM approvals WHERE agent_id = ?1 AND status = 'pending' AND expires_at > ?2")
+    .bind(agentId, now.toISOString())
+    .first<{ n: number }>();
+  return row?.n ?? 0;
+}
