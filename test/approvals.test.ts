@@ -17,6 +17,7 @@ registerTestTools();
 const send = (id: string, to = "ops@example.com") => ({
   tool_calls: [{ id, name: "test__send", arguments: JSON.stringify({ to, text: "deploy finished" }) }],
 });
+const markersFor = (tool: string) => `<<<TOOL_CALLS_JSON>>>\n[{"id":"m1","tool":"${tool}","args":{}}]\n<<<END_TOOL_CALLS_JSON>>>`;
 const types = (detail: any) => detail.events.map((e: any) => e.event_type);
 const stubOf = (runId: string) => env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
 
@@ -31,6 +32,18 @@ async function pausedRun(host: string, app: ReturnType<typeof appFor>, steps: un
 }
 
 describe("S1 §6 tool contract: allowlists (S1 §3.2)", () => {
+  it("S1 §6 unallowlisted tool denied: never offered to the model, and denied if called anyway", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: markersFor("test.echo") }, { content: "ok" }]);
+    const app = appFor(runConfig(host, { model: { supportsTools: false }, agent: { tools: { allow: ["test.fail"] } } }));
+    const run = await waitForRun(app, await startRun(app, "echo"));
+    expect(run.trace.tool_execution_results[0]).toMatchObject({ tool: "test.echo", error: 'test.echo is not allowed for agent "main"' });
+    expect(invocations.filter((i) => i.runId === run.id)).toEqual([]);
+    const l4 = (await bodiesSentTo(host))[0]?.messages.find((m: any) => m.role === "system" && m.content.includes("Your tool list:"));
+    expect(l4.content).toContain("\n- test.fail: Always fails.\n");
+    expect(l4.content).not.toContain("- test.echo");
+  });
+
   it("S1 §3.2 a tool allowlisted for the agent but not for the channel is denied, naming the channel", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ tool_calls: [{ id: "e", name: "test__echo", arguments: "{}" }] }, { content: "ok" }]);
@@ -78,7 +91,7 @@ describe("S1 §6 tool contract: allowlists (S1 §3.2)", () => {
 });
 
 describe("S1 §6 tool contract: side effects require approval (S1 §3.3)", () => {
-  it("a side_effect call pauses the run (awaiting_approval) with an approval of its own id; approving runs it once", async () => {
+  it("S1 §6 side effect requires approval: the run pauses (awaiting_approval) behind an approval of its own id; approving runs it once", async () => {
     const host = uniqueHost("script");
     const app = appFor(runConfig(host));
     const { id, approvalId, requested } = await pausedRun(host, app);
@@ -274,7 +287,7 @@ describe("S1 §6 tool contract: the honeypot exception (S1 §3.3 Phase 2)", () =
   const config = (host: string, agentId: string) =>
     runConfig(host, { agentId, agent: { tools: { allow: ["message.send"] } }, policy: { honeypot } });
 
-  it("a templated send to an allowlisted recipient type, without links or attachments, goes without approval", async () => {
+  it("S1 §6 honeypot exception respects templates + rate limits: an allowlisted template to an allowlisted recipient type, no links or attachments, goes without approval", async () => {
     const host = uniqueHost("script");
     const agentId = `honey-${crypto.randomUUID().slice(0, 8)}`;
     const to = `u-${crypto.randomUUID().slice(0, 6)}`;

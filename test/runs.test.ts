@@ -137,6 +137,19 @@ describe("runs: tool rounds (S4 §3, DESIGN 'Tool calls')", () => {
     const sent = await bodiesSentTo(host);
     expect(sent[0]?.tools).toBeUndefined();
     expect(sent[0]?.messages.filter((m: any) => m.role === "system").some((m: any) => m.content.includes(TOOL_CALLS_BEGIN))).toBe(true);
+    // A marker model learns its tools from L4: the protocol text, then the catalog of what it may call.
+    const l4 = sent[0]?.messages.find((m: any) => m.role === "system" && m.content.includes("Your tool list:"));
+    expect(l4.content.split("Your tool list:\n")[1]).toBe(
+      [
+        '- test.counter: Counts its calls (has an effect: draft_only); waits delay_ms first.\n  parameters: {"type":"object","properties":{"delay_ms":{"type":"integer"}},"additionalProperties":false}',
+        '- test.echo: Echoes its input.\n  parameters: {"type":"object","properties":{"text":{"type":"string"}},"additionalProperties":true}',
+        '- test.fail: Always fails.\n  parameters: {"type":"object","properties":{},"additionalProperties":true}',
+        '- test.send: Sends a message (side_effect: needs approval).\n  parameters: {"type":"object","properties":{"to":{"type":"string"},"text":{"type":"string"}},"additionalProperties":false}',
+      ].join("\n"),
+    );
+    const manifest = (await runDetail(app, run.id)).manifests[0].manifest;
+    expect(manifest.stack.find((e: any) => e.layer === "L4").id).toBe("tools/markers+catalog");
+    expect(manifest.notes.some((n: string) => n.startsWith("L4 tools/markers ("))).toBe(true);
     expect(sent[1]?.messages.slice(-2)).toEqual([
       { role: "assistant", content: `Let me look.\n${markers([{ id: "t1", tool: "test.echo", args: { text: "m" } }])}` },
       {

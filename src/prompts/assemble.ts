@@ -47,6 +47,13 @@ export const AssemblyInput = z.strictObject({
   channel: z.string().min(1),
   toolPolicy: ToolPolicyId,
   task: TaskId.optional(),
+  /**
+   * For the marker protocol: the tools the model may call (name, description, JSON Schema), rendered into
+   * L4 after the protocol text — a model without native tools has no other way to learn them.
+   */
+  toolCatalog: z
+    .array(z.strictObject({ name: z.string().min(1), description: z.string(), parameters: z.record(z.string(), z.unknown()) }))
+    .default([]),
   /** Failure-loop recovery mode: adds the error_recovery instruction at L5 (S3 §2). */
   recovery: z.boolean().default(false),
   /** S5 `session.system_prompt`: replaces L2 only. */
@@ -150,6 +157,32 @@ async function taskLayer(
   };
 }
 
+/** L4: the protocol file, and for the marker protocol the catalog of tools composed into the same entry. */
+async function toolLayer(
+  policy: ToolPolicyId,
+  catalog: readonly { name: string; description: string; parameters: Record<string, unknown> }[],
+  notes: string[],
+): Promise<{ entry: ManifestEntry; content: string }> {
+  const file = fileEntry("L4", `tools/${policy}`);
+  if (policy !== "markers" || catalog.length === 0) return file;
+  const list = catalog.map((t) => `- ${t.name}: ${t.description}\n  parameters: ${JSON.stringify(t.parameters)}`).join("\n");
+  const content = `${file.content}\n\nYour tool list:\n${list}`;
+  const sha256 = await sha256Hex(content);
+  notes.push(
+    `L4 ${file.entry.id} (${file.entry.sha256}) composed with the catalog of ${catalog.length} tool(s): ${catalog.map((t) => t.name).join(", ")}`,
+  );
+  return {
+    entry: {
+      ...file.entry,
+      id: `${file.entry.id}+catalog`,
+      sha256,
+      bytes: new TextEncoder().encode(content).length,
+      tokens_est: estimateTokens(content),
+    },
+    content,
+  };
+}
+
 /** Assembles the stack and its manifest. Deterministic: the same input gives the same output. */
 export async function assemblePromptStack(rawInput: AssemblyInput): Promise<AssembledPrompt> {
   const input = AssemblyInput.parse(rawInput);
@@ -187,8 +220,8 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
   else notes.push(`L3 channel "${input.channel}" classified as ${channel.policy}`);
   layers.push(fileEntry("L3", `channels/${channel.policy}`));
 
-  // L4: the tool protocol the model's config selects.
-  layers.push(fileEntry("L4", `tools/${input.toolPolicy}`));
+  // L4: the tool protocol the model's config selects; for markers, followed by the tool catalog.
+  layers.push(await toolLayer(input.toolPolicy, input.toolCatalog, notes));
 
   // L5: optional task / recovery.
   const l5 = await taskLayer(input.task, input.recovery, notes);

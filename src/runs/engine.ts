@@ -331,7 +331,9 @@ export class RunEngine {
     const recovery = loop.mode === "recovery";
 
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
-    const base = { agentId: spec.agentId, channel: spec.channel, toolPolicy: policy, recovery, userMessage };
+    const toolCatalog =
+      policy === "markers" ? offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
+    const base = { agentId: spec.agentId, channel: spec.channel, toolPolicy: policy, recovery, userMessage, toolCatalog };
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
     const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
