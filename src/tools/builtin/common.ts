@@ -64,3 +64,38 @@ export function capUtf8(text: string, maxBytes: number): { text: string; truncat
   const cut = utf8Boundary(bytes, maxBytes);
   return { text: new TextDecoder().decode(bytes.subarray(0, cut)), truncated: true };
 }
+
+/** The first `limit` bytes of a stream (fewer if it ends first); the rest is never read. */
+export async function readAtMost(
+  body: ReadableStream<Uint8Array>,
+  limit: number,
+  signal: AbortSignal,
+): Promise<Uint8Array | typeof ABORTED> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  let done = false;
+  try {
+    while (total < limit) {
+      const next = await untilAborted(reader.read(), signal);
+      if (next === ABORTED) return ABORTED;
+      if (next.done) {
+        done = true;
+        break;
+      }
+      chunks.push(next.value);
+      total += next.value.byteLength;
+    }
+  } finally {
+    if (!done) reader.cancel().catch(() => {});
+  }
+  const out = new Uint8Array(Math.min(total, limit));
+  let at = 0;
+  for (const chunk of chunks) {
+    const take = Math.min(chunk.byteLength, out.length - at);
+    out.set(chunk.subarray(0, take), at);
+    at += take;
+    if (at === out.length) break;
+  }
+  return out;
+}

@@ -13,7 +13,7 @@
 import { z } from "zod";
 import { type PathRefusal, resolveWorkspacePath } from "../paths";
 import { defineTool, type ToolDefinition, type ToolOutcome } from "../registry";
-import { ABORTED, timedOut, untilAborted, utf8Boundary } from "./common";
+import { ABORTED, readAtMost, timedOut, untilAborted, utf8Boundary } from "./common";
 
 const ListDirInput = z.strictObject({
   path: z.string().max(1024).default(".").describe("Directory to list, relative to the workspace root"),
@@ -201,37 +201,6 @@ function refused(reason: PathRefusal): ToolOutcome {
     case "encoded_traversal":
       return { ok: false, error: { code: "policy.denied", message: "path escapes the workspace" } };
   }
-}
-
-/** The first `limit` bytes of a stream (fewer if it ends first); the rest is never read. */
-async function readAtMost(body: ReadableStream<Uint8Array>, limit: number, signal: AbortSignal): Promise<Uint8Array | typeof ABORTED> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  let done = false;
-  try {
-    while (total < limit) {
-      const next = await untilAborted(reader.read(), signal);
-      if (next === ABORTED) return ABORTED;
-      if (next.done) {
-        done = true;
-        break;
-      }
-      chunks.push(next.value);
-      total += next.value.byteLength;
-    }
-  } finally {
-    if (!done) reader.cancel().catch(() => {});
-  }
-  const out = new Uint8Array(Math.min(total, limit));
-  let at = 0;
-  for (const chunk of chunks) {
-    const take = Math.min(chunk.byteLength, out.length - at);
-    out.set(chunk.subarray(0, take), at);
-    at += take;
-    if (at === out.length) break;
-  }
-  return out;
 }
 
 /** Orders strings by Unicode code point, which is R2's (UTF-8 byte) key order. */

@@ -26,6 +26,7 @@
 import { z } from "zod";
 import { type CapabilityDecision, capabilityDecision, checkUrl, MAX_URL_LENGTH, type UrlRefusal } from "../net-policy";
 import { defineTool, type ToolContext, type ToolDefinition, type ToolOutcome } from "../registry";
+import { ABORTED, readAtMost, untilAborted, utf8Boundary } from "./common";
 
 export interface HttpGetOptions {
   /** Global network allowlist: with it, `net` covers only these domains (and their subdomains); null = no allowlist. */
@@ -319,72 +320,4 @@ function formatBytes(n: number): string {
   if (n >= 1_048_576 && n % 1_048_576 === 0) return `${n / 1_048_576} MiB`;
   if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KiB`;
   return `${n} bytes`;
-}
-
-// The stream helpers below mirror the private ones in fs.ts.
-
-const ABORTED = Symbol("aborted");
-
-/** Settles with the promise, or with ABORTED as soon as the signal fires. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
-  if (signal.aborted) {
-    promise.catch(() => {});
-    return Promise.resolve(ABORTED);
-  }
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(ABORTED);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-/** The first `limit` bytes of a stream (fewer if it ends first); the rest is cancelled, never read. */
-async function readAtMost(body: ReadableStream<Uint8Array>, limit: number, signal: AbortSignal): Promise<Uint8Array | typeof ABORTED> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  let done = false;
-  try {
-    while (total < limit) {
-      const next = await untilAborted(reader.read(), signal);
-      if (next === ABORTED) return ABORTED;
-      if (next.done) {
-        done = true;
-        break;
-      }
-      chunks.push(next.value);
-      total += next.value.byteLength;
-    }
-  } finally {
-    if (!done) reader.cancel().catch(() => {});
-  }
-  const out = new Uint8Array(Math.min(total, limit));
-  let at = 0;
-  for (const chunk of chunks) {
-    const take = Math.min(chunk.byteLength, out.length - at);
-    out.set(chunk.subarray(0, take), at);
-    at += take;
-    if (at === out.length) break;
-  }
-  return out;
-}
-
-/** The largest cut ≤ `end` that does not split a UTF-8 sequence. */
-function utf8Boundary(bytes: Uint8Array, end: number): number {
-  let start = end;
-  // Back over at most three continuation bytes (10xxxxxx) to the sequence's lead byte.
-  while (start > 0 && end - start < 3 && ((bytes[start - 1] ?? 0) & 0xc0) === 0x80) start--;
-  if (start === 0) return end;
-  const lead = bytes[start - 1] ?? 0;
-  const length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  return end - (start - 1) >= length ? end : start - 1;
 }
