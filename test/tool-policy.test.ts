@@ -3,6 +3,8 @@
  * the order the rules apply, with the exact decision record.
  */
 import { describe, expect, it } from "vitest";
+import { bundledConfig } from "../src/config/load";
+import { buildRunSpec } from "../src/runs/spec";
 import { decide, type GateInput, type ToolPolicy } from "../src/tools/policy";
 import { type ToolDefinition, ToolRegistry, tools } from "../src/tools/registry";
 import "../src/tools/builtin";
@@ -110,5 +112,40 @@ describe("S1 §3.3 approvals and the schema-drift guard", () => {
     const current = Object.fromEntries(await Promise.all(builtins.map(async (d) => [d.name, await schemaHash(d)] as const)));
     expect(TOOL_SCHEMA_LOCK).toEqual(current);
     for (const d of builtins) expect(lockedSchemaHash(d.name)).toBe(current[d.name]);
+  });
+});
+
+describe("shipped defaults: the bundled config's agent main", () => {
+  it("fs.* and email.draft allowed; http.get allowed (capability-gated inside); message.send and fs.write_text need approval; shell.exec off", () => {
+    const config = bundledConfig();
+    const spec = buildRunSpec(config, "main", "http");
+    const outcome = (tool: string) =>
+      decide({ calledAs: tool, registry: tools, agentId: "main", allow: spec.tools, channel: "http", policy: spec.policy }).outcome;
+    expect(
+      Object.fromEntries(
+        [
+          "fs.read_text",
+          "fs.read",
+          "fs.list_dir",
+          "email.draft",
+          "http.get",
+          "fs.write_text",
+          "fs.write",
+          "message.send",
+          "shell.exec",
+        ].map((t) => [t, outcome(t)]),
+      ),
+    ).toEqual({
+      "fs.read_text": "allowed",
+      "fs.read": "allowed",
+      "fs.list_dir": "allowed",
+      "email.draft": "allowed",
+      "http.get": "allowed",
+      "fs.write_text": "requires_approval",
+      "fs.write": "requires_approval",
+      "message.send": "requires_approval",
+      "shell.exec": "denied",
+    });
+    expect(spec.policy.id).toBe("default-v1");
   });
 });
