@@ -14,6 +14,7 @@ import { createLogger, type Logger } from "../observability/logger";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { adminApprovalRoutes } from "./admin-approvals";
+import { adminAuditRoutes } from "./admin-audit";
 import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
@@ -109,6 +110,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", chatRoutes());
   app.route("/", runRoutes());
   app.route("/", adminApprovalRoutes());
+  app.route("/", adminAuditRoutes());
   app.route("/", adminSessionRoutes());
 
   app.notFound((c) =>

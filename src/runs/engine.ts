@@ -47,7 +47,7 @@ import {
   mintApprovalId,
   overdueApprovals,
 } from "./approvals";
-import type { EventType } from "./events";
+import type { EventType, RunEvent } from "./events";
 import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
 import { indexRun } from "./index-d1";
 import type { RunSpec } from "./spec";
@@ -104,8 +104,8 @@ export interface RunHost {
   /** The session's channel and the capabilities an admin granted it (S4 §1.1). */
   channel(): string;
   capabilities(): readonly string[];
-  /** Called after each lifecycle event is written. */
-  onEvent?(runId: string): void;
+  /** Called after each lifecycle event is written, inside the same storage transaction; `actor` for the audit. */
+  onEvent?(event: RunEvent, actor: string): void;
 }
 
 type Finish =
@@ -219,9 +219,10 @@ export class RunEngine {
   }
 
   /** Appends a lifecycle event and tells the host (waiters on the run's events wake up). */
-  #event(run: { id: string; agent_id: string }, type: EventType, payload: Record<string, unknown>): void {
-    appendEvent(this.#host.sql, run, type, payload);
-    this.#host.onEvent?.(run.id);
+  #event(run: { id: string; agent_id: string }, type: EventType, payload: Record<string, unknown>, actor = "system"): void {
+    const event = appendEvent(this.#host.sql, run, type, payload);
+    // Called inside the caller's storage transaction: the audit copy is written atomically with the event.
+    this.#host.onEvent?.(event, actor);
   }
 
   #start(run: RunRow): void {
@@ -852,7 +853,12 @@ export class RunEngine {
       decideApprovalRow(sql, approvalId, status, by, reason, now);
       // A run that ended meanwhile (cancelled) keeps its log closed: the decision is recorded on the approval only.
       if (isTerminal(run.status)) return;
-      this.#event(run, "approval.decided", { approval_id: approvalId, decision: status, decided_by: by, ...(reason ? { reason } : {}) });
+      this.#event(
+        run,
+        "approval.decided",
+        { approval_id: approvalId, decision: status, decided_by: by, ...(reason ? { reason } : {}) },
+        by,
+      );
       if (run.status === "awaiting_approval")
         sql.run`UPDATE runs SET status = 'running', updated_at = ${now.toISOString()} WHERE id = ${run.id}`;
     });

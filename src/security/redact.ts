@@ -86,3 +86,117 @@ export function redactAcrossBoundary(
     changed: true,
   };
 }
+
+/**
+ * Redacts every string inside a JSON value (object keys are kept), returning the new value and the
+ * JSON paths whose values changed (`payload.input.token`, `payload.items[2]`), for S3 §3 `redactions`.
+ */
+export function redactJson(value: unknown, literalSecrets: readonly string[], root = "$"): { value: unknown; paths: string[] } {
+  const paths: string[] = [];
+  const walk = (v: unknown, path: string): unknown => {
+    if (typeof v === "string") {
+      const r = redactText(v, literalSecrets);
+      if (r !== v) paths.push(path);
+      return r;
+    }
+    if (Array.isArray(v)) return v.map((item, i) => walk(item, `${path}[${i}]`));
+    if (v && typeof v === "object") {
+      const out: Record<string, unknown> = {};
+      for (const [k, item] of Object.entries(v))
+        out[k] = walk(item, /^[A-Za-z_$][\w$]*$/.test(k) ? `${path}.${k}` : `${path}[${JSON.stringify(k)}]`);
+      return out;
+    }
+    return v;
+  };
+  return { value: walk(value, root), paths };
+}
+
+/** Which personal data `redactPersonalData` replaces (S1 §4.5: "if configured"). */
+export interface PersonalDataOptions {
+  emails: boolean;
+  phones: boolean;
+}
+
+/**
+ * An email address. Starts only where a local-part run starts (the lookbehind),
+ * so a long run without `@` is scanned once, not once per position; `logo@2x.png`
+ * style asset names are not addresses.
+ */
+const EMAIL =
+  /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?!\d+x\.)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}(?![A-Za-z0-9-])/g;
+
+/**
+ * A run of digit groups that might be a phone number: an optional `+`, an
+ * optional `(area)`, then up to eight groups joined by one space, `-` or `.`.
+ * Bounded, and starting only after a character that cannot continue a number,
+ * a word, a path or a version, so each start does constant work. Whether a
+ * candidate (or a space-separated part of it) is a phone is `isPhoneNumber`'s call.
+ */
+const PHONE_CANDIDATE =
+  /(?<![\w.+/:@#$€£=-])(?:\+\d{1,4}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,15}(?:[ .-]\(?\d{1,15}\)?){0,7}(?![\w@/:])/g;
+
+/** NANP without a `+`: `555-123-4567`, `1 555 123 4567`; one separator throughout, area code not starting 0/1. */
+const NANP = /^(?:1([ .-]))?[2-9]\d\d([ .-])\d{3}\2\d{4}$/;
+/** A calendar date inside a candidate: 2024-01-15, 15.01.2024, 01/15/2024. */
+const DATE_IN_NUMBER = /(?:^|[^\d])(?:(?:19|20)\d\d([-/.])\d{1,2}\1\d{1,2}|\d{1,2}([-/.])\d{1,2}\2(?:19|20)\d\d)(?![\d])/;
+/** Dotted quads (IPv4) are never phones. */
+const DOTTED_QUAD = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+/**
+ * True for an E.164-ish number (`+` then 9–15 digits, country code not 0) or a
+ * common national format with at least 9 digits: a trunk `0` then groups of ≥ 2
+ * digits (`020 7946 0958`, `06 12 34 56 78`, bare `0612345678`), a `(area)`
+ * (`(555) 123-4567`), or NANP (`555-123-4567`). Never a bare run not starting
+ * with 0 (timestamps, ids), a date, a dotted quad or a version number.
+ */
+export function isPhoneNumber(candidate: string): boolean {
+  const digits = candidate.replace(/\D/g, "");
+  if (digits.length < 9 || digits.length > 15) return false;
+  if (candidate.startsWith("+")) return digits[0] !== "0";
+  if (DATE_IN_NUMBER.test(candidate) || DOTTED_QUAD.test(candidate)) return false;
+  const groups = candidate.match(/\d+/g) ?? [];
+  if (groups.length === 1) return /^0[1-9]\d{8,9}$/.test(candidate);
+  if (candidate.startsWith("(")) return groups.slice(1).every((g) => g.length >= 2);
+  if (candidate.startsWith("0") && !candidate.startsWith("00")) return groups.every((g) => g.length >= 2);
+  if (candidate.startsWith("00")) return /^00[1-9]/.test(candidate) && groups.slice(1).every((g) => g.length >= 2);
+  return NANP.test(candidate);
+}
+
+/**
+ * Redacts the phone numbers in one candidate run: the whole run if it is one,
+ * else the longest phone-shaped spans that start at the run's start or after a space.
+ */
+function redactPhoneCandidate(candidate: string): string {
+  if (isPhoneNumber(candidate)) return "[REDACTED:phone]";
+  if (!candidate.includes(" ")) return candidate;
+  const starts = [0];
+  for (let i = candidate.indexOf(" "); i >= 0; i = candidate.indexOf(" ", i + 1)) starts.push(i + 1);
+  const ends = [...starts.slice(1).map((s) => s - 1), candidate.length];
+  let out = "";
+  let copied = 0;
+  for (let i = 0; i < starts.length; i++) {
+    const start = starts[i] as number;
+    if (start < copied) continue;
+    for (let j = ends.length - 1; j >= i; j--) {
+      const end = ends[j] as number;
+      if (isPhoneNumber(candidate.slice(start, end))) {
+        out += `${candidate.slice(copied, start)}[REDACTED:phone]`;
+        copied = end;
+        break;
+      }
+    }
+  }
+  return out + candidate.slice(copied);
+}
+
+/**
+ * `text` with email addresses (`[REDACTED:email]`) and phone numbers
+ * (`[REDACTED:phone]`) replaced, each only when enabled (S1 §4.5 "if
+ * configured"). Emails go first, so digits inside an address are not a phone.
+ */
+export function redactPersonalData(text: string, options: PersonalDataOptions): string {
+  let out = text;
+  if (options.emails) out = out.replace(EMAIL, "[REDACTED:email]");
+  if (options.phones) out = out.replace(PHONE_CANDIDATE, redactPhoneCandidate);
+  return out;
+}

@@ -7,6 +7,10 @@
  * RPC methods return results rather than throwing for expected refusals.
  */
 import { DurableObject } from "cloudflare:workers";
+import { writeRunBundle } from "../audit/bundles";
+import { auditEvent, auditFromRunEvent } from "../audit/event";
+import { auditHead, enqueueAudit, flushAudit, nextFlushAt, outboxSize } from "../audit/outbox";
+import { recordAuditStream } from "../audit/streams";
 import { type ModelWindow, OverBudgetError } from "../context/budget";
 import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
@@ -138,7 +142,10 @@ export class SessionDO extends DurableObject<Env> {
       recordManifest: (turnId, manifest) => {
         recordManifest(this.#sql, turnId, manifest, new Date());
       },
-      onEvent: (runId) => this.#wake(runId),
+      onEvent: (event, actor) => {
+        enqueueAudit(this.#sql, auditFromRunEvent(event, actor, secretValuesFromEnv(this.env)));
+        this.#wake(event.run_id);
+      },
       objectId: () => this.ctx.id.toString(),
       channel: () => {
         const parsed = parseSessionKey(this.#currentSession().sessionKey);
@@ -203,18 +210,81 @@ export class SessionDO extends DurableObject<Env> {
       await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
       this.#engine.expireOverdue();
       await this.#engine.drain();
+      await this.#flushAudit();
+      await this.#writeBundles();
     } finally {
       this.#draining = false;
     }
     await this.#scheduleNext();
   }
 
-  /** The alarm for what comes next: queued work at once, else the next approval expiry, else none. */
+  /** The alarm for what comes next: queued work at once, else the earliest of audit retry, bundle retry, approval expiry. */
   async #scheduleNext(): Promise<void> {
-    if (nextRunnable(this.#sql)) return this.ctx.storage.setAlarm(Date.now());
-    const expiry = nextExpiry(this.#sql);
-    if (expiry !== null) return this.ctx.storage.setAlarm(expiry);
+    const now = Date.now();
+    if (nextRunnable(this.#sql)) return this.ctx.storage.setAlarm(now);
+    const times = [nextExpiry(this.#sql), nextFlushAt(this.#sql, now), this.#bundleRetryAt].filter((t): t is number => t !== null);
+    if (times.length > 0) return this.ctx.storage.setAlarm(Math.min(...times));
     return this.ctx.storage.deleteAlarm();
+  }
+
+  /** When unwritten run bundles are tried again (after an R2 failure). */
+  #bundleRetryAt: number | null = null;
+
+  /** Sends the audit outbox to R2 (create-only segments, hash-chained per day). */
+  async #flushAudit(): Promise<void> {
+    const session = this.#sql.one<{ agent_id: string }>`SELECT agent_id FROM session_state WHERE id = 1`;
+    if (!session) return;
+    await flushAudit({
+      sql: this.#sql,
+      storage: this.ctx.storage,
+      bucket: this.env.AUDIT,
+      stream: this.ctx.id.toString(),
+      agentId: session.agent_id,
+      onFirstSegment: (day) => recordAuditStream(this.env.DB, session.agent_id, day, this.ctx.id.toString()),
+    });
+  }
+
+  /** Writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */
+  async #writeBundles(): Promise<void> {
+    this.#bundleRetryAt = null;
+    const runs = this.#sql.all<{ id: string }>`
+      SELECT id FROM runs WHERE bundled = 0 AND status IN ('completed', 'failed', 'cancelled') ORDER BY message_seq LIMIT 20`;
+    for (const { id } of runs) {
+      const detail = await this.runDetail(id);
+      if (!detail) continue;
+      try {
+        await writeRunBundle(this.env.AUDIT, detail, secretValuesFromEnv(this.env));
+        this.#sql.run`UPDATE runs SET bundled = 1 WHERE id = ${id}`;
+      } catch {
+        this.#bundleRetryAt = Date.now() + 30_000;
+        return;
+      }
+    }
+  }
+
+  /** Today's chain head of this object's audit stream for `day` (for verification). */
+  async auditHead(day: string): Promise<{ counter: number; sha256: string }> {
+    return auditHead(this.#sql, day);
+  }
+
+  /** Audit events not yet in R2 (operators and tests). */
+  async auditBacklog(): Promise<number> {
+    return outboxSize(this.#sql);
+  }
+
+  /** Records an admin action on this session as an audit event (S3 §3), and makes sure the alarm will ship it. */
+  async #auditAdmin(eventType: string, payload: Record<string, unknown>): Promise<void> {
+    const session = this.#currentSession();
+    const seq = Number(this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = 'audit_seq'`?.value ?? 0) + 1;
+    this.ctx.storage.transactionSync(() => {
+      this.#sql
+        .run`INSERT INTO session_meta (key, value) VALUES ('audit_seq', ${String(seq)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+      enqueueAudit(
+        this.#sql,
+        auditEvent({ event_type: eventType, agent_id: session.agentId, actor: "admin", seq, payload }, secretValuesFromEnv(this.env)),
+      );
+    });
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
   }
 
   /** Admin: approves or denies a pending approval (S1 §3.3); the run resumes from the alarm. */
@@ -321,7 +391,7 @@ export class SessionDO extends DurableObject<Env> {
       this.#sql.run`INSERT INTO runs (id, session_id, source, agent_id, caller_id, status, message_seq, spec, created_at, updated_at)
                     VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, ${input.callerId ?? null}, 'queued', ${row.seq},
                             ${input.spec ? JSON.stringify(input.spec) : null}, ${now.toISOString()}, ${now.toISOString()})`;
-      appendEvent(
+      const created = appendEvent(
         this.#sql,
         { id: runId, agent_id: state.agentId },
         "run.created",
@@ -334,6 +404,7 @@ export class SessionDO extends DurableObject<Env> {
         },
         now,
       );
+      enqueueAudit(this.#sql, auditFromRunEvent(created, input.callerId ? `api:${input.callerId}` : "system", secrets));
     });
     if (input.spec && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
     await this.#enforceLimits(state, input.limits);
@@ -752,17 +823,19 @@ export class SessionDO extends DurableObject<Env> {
     return { stored: true, seq: row.seq, visible: content };
   }
 
-  /** Admin: grants a capability (S4 §1.1), removing it from pending. */
+  /** Admin: grants a capability (S4 §1.1), removing it from pending. Audited. */
   async grantCapability(identity: SessionIdentity, cap: string): Promise<Checkpoint> {
     const current = await this.checkpoint(identity);
     this.#saveCheckpoint(grantCapability(current.state, cap), []);
+    await this.#auditAdmin("capability.granted", { capability: cap, session_id: current.session_id });
     return this.checkpoint(identity);
   }
 
-  /** Admin: revokes a granted capability. */
+  /** Admin: revokes a granted capability. Audited. */
   async revokeCapability(identity: SessionIdentity, cap: string): Promise<Checkpoint> {
     const current = await this.checkpoint(identity);
     this.#saveCheckpoint(revokeCapability(current.state, cap), []);
+    await this.#auditAdmin("capability.revoked", { capability: cap, session_id: current.session_id });
     return this.checkpoint(identity);
   }
 

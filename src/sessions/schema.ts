@@ -182,4 +182,28 @@ export const SESSION_MIGRATIONS: Migrations = [
    );
    CREATE INDEX approvals_pending ON approvals (status, expires_at);
    ALTER TABLE tool_executions ADD COLUMN decision TEXT;`,
+  // v10: the audit outbox (S3 §3 events waiting for R2), each day's chain head of this object's audit stream,
+  // the one segment being written (so a retry writes the same bytes), and which runs have their bundle in R2.
+  `CREATE TABLE audit_outbox (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     day TEXT NOT NULL,
+     event TEXT NOT NULL
+   );
+   CREATE TABLE audit_heads (
+     day TEXT PRIMARY KEY,
+     counter INTEGER NOT NULL,
+     sha256 TEXT NOT NULL
+   );
+   CREATE TABLE audit_pending (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     day TEXT NOT NULL,
+     key TEXT NOT NULL,
+     body TEXT NOT NULL,
+     counter INTEGER NOT NULL,
+     sha256 TEXT NOT NULL,
+     seqs TEXT NOT NULL,
+     attempts INTEGER NOT NULL,
+     next_attempt_at INTEGER NOT NULL
+   );
+   ALTER TABLE runs ADD COLUMN bundled INTEGER NOT NULL DEFAULT 0;`,
 ];
