@@ -9,6 +9,8 @@ export const TEST_SECRETS = {
   GATEWAY_API_TOKENS: "alice:test-api-token-alice-0123456789,bob:test-api-token-bob-0123456789ab",
   // Runs execute in the SessionDO, which reads the provider key from its own env (the mock provider accepts any key).
   MOONSHOT_API_KEY: "sk-test-moonshot-key-0123456789abcdef",
+  // A channel secret, so the leak scan can prove it never lands anywhere.
+  TELEGRAM_BOT_TOKEN: "7000000001:AAcanaryCanaryCanaryCanaryCanary0123",
 };
 
 // Tests never reach the internet: Miniflare uses its built-in Request.cf placeholder instead of fetching one.

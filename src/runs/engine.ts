@@ -20,7 +20,14 @@ import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context
 import { capText } from "../context/caps";
 import { GatewayError } from "../http/errors";
 import type { Logger } from "../observability/logger";
-import { assemblePromptStack, estimatePromptTokens, type HistoryMessage, type ToolPolicyId, toChatMessages } from "../prompts/assemble";
+import {
+  assemblePromptStack,
+  estimatePromptTokens,
+  type HistoryMessage,
+  logPromptAssembly,
+  type ToolPolicyId,
+  toChatMessages,
+} from "../prompts/assemble";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
@@ -346,6 +353,8 @@ export class RunEngine {
       history: history.messages.map(toHistoryMessage),
       l6Context: history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })),
     });
+    // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
+    logPromptAssembly(this.#host.logger, run.id, prompt.manifest);
     const messages: ChatCompletionMessageParam[] = [...toChatMessages(prompt), ...live];
     const estimated = estimatePromptTokens(prompt) + liveTokens;
     const budget = inputBudget(spec.model);
