@@ -282,3 +282,26 @@ describe("run bundles (DESIGN §4, S3 §5 artifact_path)", () => {
     expect(tools.response).toMatchObject({ tool: "test.echo", ok: true, output: { echoed: { text: "x" } } });
   });
 });
+
+describe('logs on R2 (S1 §4, DESIGN "Logging")', () => {
+  it("a run's log lines land in logs/gateway/ and its model calls also in logs/{providerId}/ — hashes, no text", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "logged" }]);
+    const app = appFor(runConfig(host));
+    const id = await startRun(app, "a message whose text must not be logged");
+    await waitForRun(app, id);
+    const linesUnder = async (prefix: string) => {
+      const lines: string[] = [];
+      for (const o of (await env.AUDIT.list({ prefix })).objects)
+        lines.push(...((await (await env.AUDIT.get(o.key))?.text()) ?? "").split("\n"));
+      return lines.filter((l) => l.includes(id));
+    };
+    await until(async () => (await linesUnder("logs/moonshot/")).length > 0);
+    const gateway = await linesUnder("logs/gateway/");
+    expect(gateway.map((l) => JSON.parse(l).event).sort()).toEqual(["model.call", "prompt.assembled", "run.finished"]);
+    const call = JSON.parse((await linesUnder("logs/moonshot/"))[0] as string);
+    expect(call).toMatchObject({ event: "model.call", provider: "moonshot", model: "kimi-k1-128k", status: "ok" });
+    expect(call.stack_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(gateway.join("\n")).not.toContain("must not be logged");
+  });
+});

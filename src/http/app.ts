@@ -11,6 +11,7 @@ import { requestId } from "hono/request-id";
 import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
 import { createLogger, type Logger } from "../observability/logger";
+import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { adminApprovalRoutes } from "./admin-approvals";
@@ -82,7 +83,8 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.use(requestId({ limitLength: MAX_REQUEST_ID, generator: () => `req_${crypto.randomUUID()}` }));
   app.use(async function gatewayContext(c, next) {
     const config = options.config ?? bundledConfig();
-    const logger = options.logger ?? createLogger(config.logging.level);
+    const r2 = options.logger || !c.env?.AUDIT ? undefined : isolateLogSinks(c.env.AUDIT);
+    const logger = options.logger ?? createLogger(config.logging.level, r2 ? gatewayLogSink(c.env.AUDIT) : undefined);
     c.set("config", config);
     c.set("logger", logger);
     c.set("startupValidator", validator);
@@ -95,6 +97,13 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
       status: c.res.status,
       latency_ms: Date.now() - started,
     });
+    if (r2) {
+      try {
+        c.executionCtx.waitUntil(r2.flushIfDue());
+      } catch {
+        // No execution context (the app called directly, as in tests): the next request or the DO flushes.
+      }
+    }
   });
   app.use(async function limitBody(c, next) {
     const maxSize = c.get("config").http.maxBodyBytes;

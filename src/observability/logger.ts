@@ -71,7 +71,8 @@ const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error:
 /** Where log lines go; the console by default, a capture in tests. */
 export type LogSink = (line: string, level: LogLevel) => void;
 
-const consoleSink: LogSink = (line, level) => {
+/** JSON lines to the console (Workers Logs). */
+export const consoleSink: LogSink = (line, level) => {
   if (level === "error") console.error(line);
   else if (level === "warn") console.warn(line);
   else console.log(line);

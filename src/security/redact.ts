@@ -132,8 +132,7 @@ const EMAIL =
  * a word, a path or a version, so each start does constant work. Whether a
  * candidate (or a space-separated part of it) is a phone is `isPhoneNumber`'s call.
  */
-const PHONE_CANDIDATE =
-  /(?<![\w.+/:@#$€£=-])(?:\+\d{1,4}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,15}(?:[ .-]\(?\d{1,15}\)?){0,7}(?![\w@/:])/g;
+const PHONE_CANDIDATE = /(?<![\w.+/:@#$€£=-])(?:\+\d{1,4}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,15}(?:[ .-]\(?\d{1,15}\)?){0,7}(?![\w@/:])/g;
 
 /** NANP without a `+`: `555-123-4567`, `1 555 123 4567`; one separator throughout, area code not starting 0/1. */
 const NANP = /^(?:1([ .-]))?[2-9]\d\d([ .-])\d{3}\2\d{4}$/;
@@ -167,19 +166,29 @@ export function isPhoneNumber(candidate: string): boolean {
  * else the longest phone-shaped spans that start at the run's start or after a space.
  */
 function redactPhoneCandidate(candidate: string): string {
+  let digitCount = 0;
+  for (let i = 0; i < candidate.length; i++) if (candidate.charCodeAt(i) >= 48 && candidate.charCodeAt(i) <= 57) digitCount++;
+  if (digitCount < 9) return candidate;
   if (isPhoneNumber(candidate)) return "[REDACTED:phone]";
   if (!candidate.includes(" ")) return candidate;
-  const starts = [0];
-  for (let i = candidate.indexOf(" "); i >= 0; i = candidate.indexOf(" ", i + 1)) starts.push(i + 1);
-  const ends = [...starts.slice(1).map((s) => s - 1), candidate.length];
+  const parts = candidate.split(" ");
+  // digitsBefore[k]: digits in parts[0..k-1]; offset[k]: where parts[k] starts.
+  const digitsBefore = [0];
+  const offset = [0];
+  for (const part of parts) {
+    digitsBefore.push((digitsBefore.at(-1) as number) + part.replace(/\D/g, "").length);
+    offset.push((offset.at(-1) as number) + part.length + 1);
+  }
   let out = "";
   let copied = 0;
-  for (let i = 0; i < starts.length; i++) {
-    const start = starts[i] as number;
+  for (let i = 0; i < parts.length; i++) {
+    const start = offset[i] as number;
     if (start < copied) continue;
-    for (let j = ends.length - 1; j >= i; j--) {
-      const end = ends[j] as number;
-      if (isPhoneNumber(candidate.slice(start, end))) {
+    for (let j = parts.length; j > i; j--) {
+      const digits = (digitsBefore[j] as number) - (digitsBefore[i] as number);
+      if (digits < 9) break;
+      const end = (offset[j] as number) - 1;
+      if (digits <= 15 && isPhoneNumber(candidate.slice(start, end))) {
         out += `${candidate.slice(copied, start)}[REDACTED:phone]`;
         copied = end;
         break;

@@ -16,6 +16,7 @@ import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
 import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context/history";
 import { createLogger } from "../observability/logger";
+import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
 import { classifyChannel } from "../prompts/channels";
 import type { PromptManifest } from "../prompts/manifest";
 import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
@@ -118,7 +119,7 @@ export class SessionDO extends DurableObject<Env> {
       sql: this.#sql,
       storage: ctx.storage,
       env,
-      logger: createLogger("info"),
+      logger: createLogger("info", gatewayLogSink(env.AUDIT)),
       session: () => this.#currentSession(),
       history: (o) => this.#runHistory(o),
       applyNotes: async (reply) => {
@@ -212,6 +213,7 @@ export class SessionDO extends DurableObject<Env> {
       await this.#engine.drain();
       await this.#flushAudit();
       await this.#writeBundles();
+      await isolateLogSinks(this.env.AUDIT).sinks.flush();
     } finally {
       this.#draining = false;
     }
