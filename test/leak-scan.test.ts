@@ -105,3 +105,46 @@ describe("leak scan", () => {
     expect(found).toEqual([]);
   });
 });
+
+describe("S1 §4.2 / §4.5 message text in logs only behind the local debug switch", () => {
+  const lines: string[] = [];
+  const capture = () => {
+    lines.length = 0;
+    for (const level of ["log", "warn", "error"] as const)
+      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        lines.push(args.map(String).join(" "));
+      });
+  };
+  const message = `mail me at jane.doe@example.com or +44 20 7946 0958, key ${env.MOONSHOT_API_KEY}`;
+  const debugLines = (runId: string) =>
+    lines.filter((l) => l.includes('"event":"debug.content"') && l.includes(runId)).map((l) => JSON.parse(l));
+
+  it("logging.debugContent on + a local provider: the text is logged with secrets, emails and phones redacted", async () => {
+    capture();
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "noted, jane.doe@example.com" }]);
+    const app = appFor(runConfig(host, { provider: { local: true }, logging: { debugContent: { enabled: true } } }));
+    const run = await waitForRun(app, await startRunAs(app, message));
+    expect(debugLines(run.id).map((l) => [l.role, l.text])).toEqual([
+      ["user", "mail me at [REDACTED:email] or [REDACTED:phone], key [REDACTED:secret]"],
+      ["assistant", "noted, [REDACTED:email]"],
+    ]);
+  });
+
+  it("a remote provider, or the switch off (the default): no message text in any log line", async () => {
+    for (const o of [{ logging: { debugContent: { enabled: true } } }, { provider: { local: true } }]) {
+      capture();
+      const host = uniqueHost("script");
+      await scriptProvider(host, [{ content: "reply text" }]);
+      const app = appFor(runConfig(host, o));
+      const run = await waitForRun(app, await startRunAs(app, message));
+      expect(debugLines(run.id)).toEqual([]);
+      expect(lines.some((l) => l.includes("jane.doe") || l.includes("reply text"))).toBe(false);
+    }
+  });
+});
+
+async function startRunAs(app: ReturnType<typeof appFor>, message: string): Promise<string> {
+  const res = await call(app, "POST", "/v1/runs", { agent_id: "main", message });
+  return res.body.id as string;
+}

@@ -199,6 +199,13 @@ export const RunsConfig = z
 
 export const LoggingConfig = z.strictObject({
   level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /**
+   * S1 §4.2 / §4.5: message text is never logged — unless this explicit debug switch is on, and then only for
+   * runs on a local provider (`local: true`), with secret patterns and (if set) emails and phones redacted.
+   */
+  debugContent: z
+    .strictObject({ enabled: z.boolean().default(false), redactEmails: z.boolean().default(true), redactPhones: z.boolean().default(true) })
+    .default({ enabled: false, redactEmails: true, redactPhones: true }),
 });
 
 export const GatewayConfig = z.strictObject({
@@ -238,7 +245,7 @@ export const GatewayConfig = z.strictObject({
     providerTimeoutMs: 60_000,
     failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
   }),
-  logging: LoggingConfig.default({ level: "info" }),
+  logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
   /** Scheduler settings; filled by the scheduler work. */
   scheduler: z.strictObject({}).default({}),
 });

@@ -58,6 +58,8 @@ export interface LogEvents {
   };
   /** The policy decision for one tool call (S1 §4.1 gate outcome): channel, risk, policy id, outcome. */
   "tool.gate": { run_id: string; tool: string; channel: string; risk: string; policy_id: string; outcome: string };
+  /** Message text, only with `logging.debugContent` on and a local provider (S1 §4.5): already redacted. */
+  "debug.content": { run_id: string; round: number; role: "user" | "assistant"; text: string };
   /** A run ended. */
   "run.finished": { run_id: string; agent_id: string; status: string; code?: string; rounds: number; tool_calls: number };
   /** A run or tool failed in a way the code did not expect; the error's name only. */

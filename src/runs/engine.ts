@@ -33,7 +33,7 @@ import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
 import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type ToolSpec } from "../providers/adapter";
 import { resolveProviderApiKey } from "../providers/api-key";
-import { redactText, secretValuesFromEnv } from "../security/redact";
+import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
@@ -442,6 +442,8 @@ export class RunEngine {
       latency_ms: Date.now() - started,
     });
 
+    this.#debugContent(run, spec, round, userMessage, result.content);
+
     // Markers are parsed for marker-protocol models and stripped from every reply (DESIGN "Tool calls").
     const markers = parseToolCallMarkers(result.content);
     let calls: { id: string; tool: string; args: Record<string, unknown> | string }[] = result.toolCalls.map((c: ToolCall) => ({
@@ -516,6 +518,20 @@ export class RunEngine {
               WHERE id = ${run.id}`;
     });
     return undefined;
+  }
+
+  /**
+   * S1 §4.2 / §4.5: message text reaches the logs only when `logging.debugContent` is on AND the model is on a
+   * local provider; secret patterns and configured secret values are redacted, and emails/phones if configured.
+   */
+  #debugContent(run: RunRow, spec: RunSpec, round: number, userMessage: string, reply: string): void {
+    const debug = spec.debugContent;
+    if (!debug?.enabled || !spec.model.local) return;
+    const secrets = secretValuesFromEnv(this.#host.env);
+    const clean = (text: string) =>
+      redactPersonalData(redactText(text, secrets), { emails: debug.redactEmails, phones: debug.redactPhones });
+    if (round === 1) this.#host.logger.log("info", "debug.content", { run_id: run.id, round, role: "user", text: clean(userMessage) });
+    this.#host.logger.log("info", "debug.content", { run_id: run.id, round, role: "assistant", text: clean(reply) });
   }
 
   async #callModel(

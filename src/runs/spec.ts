@@ -35,6 +35,8 @@ export interface RunSpec {
   honeypot: HoneypotConfig | null;
   /** S4 §4 global network allowlist for `http.get`; null = none. */
   netAllowlist: string[] | null;
+  /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
+  debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
 }
 
 /** The spec for a run of `agentId` on `channel` (the agent must exist in `config`). */
@@ -62,5 +64,6 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     approvalTtlSeconds: config.tools.policy.approvals.ttlSeconds,
     honeypot: config.tools.policy.honeypot ? structuredClone(config.tools.policy.honeypot) : null,
     netAllowlist: config.tools.policy.netAllowlist ? [...config.tools.policy.netAllowlist] : null,
+    debugContent: { ...config.logging.debugContent },
   };
 }

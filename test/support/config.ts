@@ -45,6 +45,8 @@ export function runConfig(
     agent?: Record<string, unknown>;
     runs?: Record<string, unknown>;
     policy?: Record<string, unknown>;
+    logging?: Record<string, unknown>;
+    provider?: Record<string, unknown>;
     agentId?: string;
   } = {},
 ): GatewayConfig {
@@ -56,12 +58,14 @@ export function runConfig(
           models: {
             "kimi-k1-128k": { contextWindow: 131072, maxOutputTokens: 4096, supportsTools: true, supportsStreaming: false, ...o.model },
           },
+          ...o.provider,
         }) as never,
       },
     },
     agents: { [o.agentId ?? "main"]: { tools: { allow: ["test.echo", "test.fail", "test.counter", "test.send"] }, ...o.agent } as never },
     ...(o.runs ? { runs: o.runs as never } : {}),
     ...(o.policy ? { tools: { policy: o.policy as never } } : {}),
+    ...(o.logging ? { logging: o.logging as never } : {}),
   };
   const result = parseGatewayConfig(raw);
   if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);
