@@ -74,7 +74,7 @@ describe("S1 §1.2 canonical provider example", () => {
         },
       },
     });
-    expect(result.value.logging).toEqual({ level: "info" });
+    expect(result.value.logging).toEqual({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } });
   });
 
   it("the canonical block is accepted as models.providers alongside models.default", () => {
