@@ -5,7 +5,7 @@
  * caller wraps related writes in one storage transaction.
  */
 import type { Sql } from "../storage/sql";
-import { type EventType, nextEvent, type RunEvent, TERMINAL } from "./events";
+import { type EventType, nextEvent, type RunEvent } from "./events";
 import { type FailureLoopState, INITIAL_FAILURE_LOOP } from "./failure-loop";
 import type { RunSpec } from "./spec";
 
@@ -90,7 +90,6 @@ export function listEvents(sql: Sql, run: { id: string; agent_id: string }, afte
 }
 
 export const isTerminal = (status: string): boolean => status === "completed" || status === "failed" || status === "cancelled";
-export const isTerminalEvent = (type: EventType): boolean => TERMINAL.has(type);
 
 // ---- S4 §6 traces ---------------------------------------------------------------------
 
