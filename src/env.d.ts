@@ -10,6 +10,8 @@ interface GatewaySecrets {
   GATEWAY_API_TOKENS?: string;
   /** API key of the `moonshot` provider; other providers use `<PROVIDERID>_API_KEY`. */
   MOONSHOT_API_KEY?: string;
+  /** Standard Webhooks secret (`whsec_…`) that signs scheduler job notifications sent to webhook targets. */
+  SCHEDULER_WEBHOOK_SECRET?: string;
 }
 
 // The global `Env` (handlers, the Durable Object) and `Cloudflare.Env` (`env` from cloudflare:workers).

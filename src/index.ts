@@ -14,6 +14,7 @@ const app = createApp();
 export default {
   fetch: app.fetch,
   async scheduled(controller, env) {
-    await runSchedulerTick(env, controller, createLogger(bundledConfig().logging.level));
+    const config = bundledConfig();
+    await runSchedulerTick(env, controller, createLogger(config.logging.level), { config });
   },
 } satisfies ExportedHandler<Env>;

@@ -37,9 +37,9 @@ export function auditFromRunEvent(e: RunEvent, actor: string, secrets: readonly 
   };
 }
 
-/** An audit event that is not part of a run (an admin action on the session). */
+/** An audit event outside a run's lifecycle: an admin action, a scheduler job change, a run's notification. */
 export function auditEvent(
-  e: { event_type: string; agent_id: string; actor: string; seq: number; payload: Record<string, unknown>; now?: Date },
+  e: { event_type: string; agent_id: string; actor: string; seq: number; payload: Record<string, unknown>; now?: Date; run_id?: string },
   secrets: readonly string[],
 ): AuditEvent {
   const { value, paths } = redactJson(e.payload, secrets, "payload");
@@ -47,7 +47,7 @@ export function auditEvent(
     event_id: `evt_${crypto.randomUUID().replaceAll("-", "")}`,
     event_type: e.event_type,
     ts: (e.now ?? new Date()).toISOString(),
-    run_id: null,
+    run_id: e.run_id ?? null,
     agent_id: e.agent_id,
     actor: e.actor,
     seq: e.seq,

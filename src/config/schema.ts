@@ -208,6 +208,25 @@ export const LoggingConfig = z.strictObject({
     .default({ enabled: false, redactEmails: true, redactPhones: true }),
 });
 
+/** Delivery of a job run's output to `notify.target` (S3 §4 notify; DESIGN "Scheduler"). */
+export const SchedulerNotifyConfig = z.strictObject({
+  /** Deliveries per firing, the first included (network errors, timeouts, 408, 429 and 5xx are retried). */
+  maxAttempts: z.int().min(1).max(10).default(6),
+  /** Wait before the first retry; each next wait is 4× longer, at most one hour. */
+  retryBaseMs: z.int().min(100).max(3_600_000).default(30_000),
+  /** How long one delivery attempt may take. */
+  timeoutMs: z.int().min(1000).max(30_000).default(10_000),
+});
+
+export const SchedulerConfig = z.strictObject({
+  /** Firings one cron tick claims and dispatches, at most; the rest stay due for the next tick (a tick stays short). */
+  maxFiringsPerTick: z.int().min(1).max(1000).default(200),
+  /** Firings handed to SessionDOs at the same time during a tick. */
+  dispatchConcurrency: z.int().min(1).max(64).default(16),
+  notify: SchedulerNotifyConfig.default({ maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 }),
+});
+export type SchedulerConfig = z.infer<typeof SchedulerConfig>;
+
 export const GatewayConfig = z.strictObject({
   http: HttpConfig.default({ maxBodyBytes: 1024 * 1024 }),
   models: z.strictObject({
@@ -246,8 +265,12 @@ export const GatewayConfig = z.strictObject({
     failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
   }),
   logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
-  /** Scheduler settings; filled by the scheduler work. */
-  scheduler: z.strictObject({}).default({}),
+  /** The cron tick and job notifications (S3 §4). Jobs themselves live in D1, managed through /api/admin/jobs. */
+  scheduler: SchedulerConfig.default({
+    maxFiringsPerTick: 200,
+    dispatchConcurrency: 16,
+    notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
+  }),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 /** The config as written in the file, before defaults are applied. */

@@ -16,6 +16,7 @@ import { isolateStartupValidator, type StartupValidator } from "../providers/sta
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { adminApprovalRoutes } from "./admin-approvals";
 import { adminAuditRoutes } from "./admin-audit";
+import { adminJobRoutes } from "./admin-jobs";
 import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
@@ -120,6 +121,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", runRoutes());
   app.route("/", adminApprovalRoutes());
   app.route("/", adminAuditRoutes());
+  app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
 
   app.notFound((c) =>

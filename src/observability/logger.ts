@@ -65,7 +65,28 @@ export interface LogEvents {
   /** A run or tool failed in a way the code did not expect; the error's name only. */
   "run.internal_error": { run_id: string; tool?: string; error_name: string };
   /** The cron tick ran. */
-  "scheduler.tick": { scheduled_time: string; cron: string };
+  /** One per cron tick: what it found, claimed, took over and handed to SessionDOs. */
+  "scheduler.tick": {
+    scheduled_time: string;
+    cron: string;
+    due: number;
+    claimed: number;
+    recovered: number;
+    dispatched: number;
+    skipped: number;
+    failed: number;
+    deferred: number;
+    duration_ms: number;
+  };
+  /** One per firing handed over (or not): never the job's message. */
+  "scheduler.firing": {
+    job_id: string;
+    scheduled_for: string;
+    outcome: "dispatched" | "skipped" | "failed" | "deferred";
+    run_id?: string;
+    missed?: number;
+    error_name?: string;
+  };
 }
 
 const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };

@@ -341,7 +341,15 @@ export class RunEngine {
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
     const toolCatalog =
       policy === "markers" ? offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
-    const base = { agentId: spec.agentId, channel: spec.channel, toolPolicy: policy, recovery, userMessage, toolCatalog };
+    const base = {
+      agentId: spec.agentId,
+      channel: spec.channel,
+      toolPolicy: policy,
+      recovery,
+      userMessage,
+      toolCatalog,
+      ...(spec.task ? { task: spec.task } : {}),
+    };
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
     const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;

@@ -35,6 +35,8 @@ export interface RunSpec {
   honeypot: HoneypotConfig | null;
   /** S4 §4 global network allowlist for `http.get`; null = none. */
   netAllowlist: string[] | null;
+  /** L5 task mode (S5 §System Prompt Selection): `automation` for runs a scheduled job started; absent otherwise. */
+  task?: "automation";
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
   debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
 }

@@ -36,6 +36,7 @@ import {
   type TraceEvent,
 } from "../runs/store";
 import { type RunView, runView } from "../runs/view";
+import { deliverNotifications, enqueueNotify, type NotifySpec, nextNotifyAt } from "../scheduler/notify";
 import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
 import type { ToolRequest, ToolResponse } from "../tools/envelope";
@@ -213,6 +214,7 @@ export class SessionDO extends DurableObject<Env> {
       await this.#engine.drain();
       await this.#flushAudit();
       await this.#writeBundles();
+      await this.#deliverNotifications();
       await isolateLogSinks(this.env.AUDIT).sinks.flush();
     } finally {
       this.#draining = false;
@@ -220,11 +222,13 @@ export class SessionDO extends DurableObject<Env> {
     await this.#scheduleNext();
   }
 
-  /** The alarm for what comes next: queued work at once, else the earliest of audit retry, bundle retry, approval expiry. */
+  /** The alarm for what comes next: queued work at once, else the earliest of audit retry, bundle retry, approval expiry, notification. */
   async #scheduleNext(): Promise<void> {
     const now = Date.now();
     if (nextRunnable(this.#sql)) return this.ctx.storage.setAlarm(now);
-    const times = [nextExpiry(this.#sql), nextFlushAt(this.#sql, now), this.#bundleRetryAt].filter((t): t is number => t !== null);
+    const times = [nextExpiry(this.#sql), nextFlushAt(this.#sql, now), this.#bundleRetryAt, nextNotifyAt(this.#sql, now)].filter(
+      (t): t is number => t !== null,
+    );
     if (times.length > 0) return this.ctx.storage.setAlarm(Math.min(...times));
     return this.ctx.storage.deleteAlarm();
   }
@@ -264,6 +268,17 @@ export class SessionDO extends DurableObject<Env> {
     }
   }
 
+  /** Sends the notifications of finished job runs (S3 §4 notify), retried from the alarm until delivered or given up. */
+  async #deliverNotifications(): Promise<void> {
+    await deliverNotifications({
+      sql: this.#sql,
+      storage: this.ctx.storage,
+      env: this.env,
+      secrets: secretValuesFromEnv(this.env),
+      audit: (eventType, runId, payload) => this.#enqueueSessionAudit(eventType, "scheduler", payload, runId),
+    });
+  }
+
   /** Today's chain head of this object's audit stream for `day` (for verification). */
   async auditHead(day: string): Promise<{ counter: number; sha256: string }> {
     return auditHead(this.#sql, day);
@@ -276,16 +291,32 @@ export class SessionDO extends DurableObject<Env> {
 
   /** Records an admin action on this session as an audit event (S3 §3), and makes sure the alarm will ship it. */
   async #auditAdmin(eventType: string, payload: Record<string, unknown>): Promise<void> {
+    this.ctx.storage.transactionSync(() => this.#enqueueSessionAudit(eventType, "admin", payload));
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
+  }
+
+  /** Queues an audit event outside a run's lifecycle (its own per-session seq); call inside a transaction. */
+  #enqueueSessionAudit(eventType: string, actor: string, payload: Record<string, unknown>, runId?: string): void {
     const session = this.#currentSession();
     const seq = Number(this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = 'audit_seq'`?.value ?? 0) + 1;
-    this.ctx.storage.transactionSync(() => {
-      this.#sql
-        .run`INSERT INTO session_meta (key, value) VALUES ('audit_seq', ${String(seq)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
-      enqueueAudit(
-        this.#sql,
-        auditEvent({ event_type: eventType, agent_id: session.agentId, actor: "admin", seq, payload }, secretValuesFromEnv(this.env)),
-      );
-    });
+    this.#sql
+      .run`INSERT INTO session_meta (key, value) VALUES ('audit_seq', ${String(seq)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+    enqueueAudit(
+      this.#sql,
+      auditEvent(
+        { event_type: eventType, agent_id: session.agentId, actor, seq, payload, ...(runId ? { run_id: runId } : {}) },
+        secretValuesFromEnv(this.env),
+      ),
+    );
+  }
+
+  /**
+   * Records an agent-level event in this session's audit stream (the scheduler uses the agent's main
+   * session for job changes and firings that start no run). Creates the session if needed.
+   */
+  async recordAuditEvent(identity: SessionIdentity, eventType: string, actor: string, payload: Record<string, unknown>): Promise<void> {
+    await this.#state(identity);
+    this.ctx.storage.transactionSync(() => this.#enqueueSessionAudit(eventType, actor, payload));
     if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
   }
 
@@ -358,12 +389,27 @@ export class SessionDO extends DurableObject<Env> {
   /**
    * Stores a user message (redacted before it is written) and queues a run for it.
    * The run engine executes queued runs; until then they stay `queued`.
+   *
+   * `dispatchKey` makes the call idempotent: a second call with the same key returns the first run
+   * (`duplicate: true`) and stores nothing. The scheduler passes a firing's run key, with the firing
+   * (recorded in `run.created`) and its notification, queued in the same transaction as the run.
    */
   async enqueueMessage(
     identity: SessionIdentity,
-    input: { message: string; source: string; limits: SessionLimitsInput; spec?: RunSpec; callerId?: string },
-  ): Promise<{ runId: string; sessionId: string; seq: number }> {
+    input: {
+      message: string;
+      source: string;
+      limits: SessionLimitsInput;
+      spec?: RunSpec;
+      callerId?: string;
+      dispatchKey?: string;
+      job?: { jobId: string; scheduledFor: string; missed: number };
+      notify?: NotifySpec | null;
+    },
+  ): Promise<{ runId: string; sessionId: string; seq: number; duplicate?: boolean }> {
     const state = await this.#state(identity);
+    const seen = input.dispatchKey ? this.#byDispatchKey(input.dispatchKey) : undefined;
+    if (seen) return seen;
     const secrets = secretValuesFromEnv(this.env);
     let redacted = redactText(input.message, secrets);
     // A secret may have been split across this message and the previous user message.
@@ -374,6 +420,7 @@ export class SessionDO extends DurableObject<Env> {
     const runId = mintRunId(this.ctx.id.toString());
     const now = new Date();
     let row: TranscriptRow | undefined;
+    // Nothing awaited since the check above, so no other call can have used the key in between.
     this.ctx.storage.transactionSync(() => {
       if (previous && split?.changed) {
         const paths = [...new Set([...(JSON.parse(previous.redactions) as string[]), "content"])];
@@ -390,9 +437,11 @@ export class SessionDO extends DurableObject<Env> {
         },
         now,
       );
-      this.#sql.run`INSERT INTO runs (id, session_id, source, agent_id, caller_id, status, message_seq, spec, created_at, updated_at)
+      this.#sql
+        .run`INSERT INTO runs (id, session_id, source, agent_id, caller_id, status, message_seq, spec, created_at, updated_at, dispatch_key)
                     VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, ${input.callerId ?? null}, 'queued', ${row.seq},
-                            ${input.spec ? JSON.stringify(input.spec) : null}, ${now.toISOString()}, ${now.toISOString()})`;
+                            ${input.spec ? JSON.stringify(input.spec) : null}, ${now.toISOString()}, ${now.toISOString()}, ${input.dispatchKey ?? null})`;
+      if (input.notify) enqueueNotify(this.#sql, runId, input.notify);
       const created = appendEvent(
         this.#sql,
         { id: runId, agent_id: state.agentId },
@@ -403,15 +452,24 @@ export class SessionDO extends DurableObject<Env> {
           message_seq: (row as TranscriptRow).seq,
           provider: input.spec?.model.providerId ?? null,
           model: input.spec?.model.modelId ?? null,
+          ...(input.job ? { job_id: input.job.jobId, scheduled_for: input.job.scheduledFor, missed: input.job.missed } : {}),
         },
         now,
       );
-      enqueueAudit(this.#sql, auditFromRunEvent(created, input.callerId ? `api:${input.callerId}` : "system", secrets));
+      const actor = input.callerId ? `api:${input.callerId}` : input.job ? "scheduler" : "system";
+      enqueueAudit(this.#sql, auditFromRunEvent(created, actor, secrets));
     });
     if (input.spec && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
     await this.#enforceLimits(state, input.limits);
     await this.#refreshIndex(state.sessionKey, state.sessionId);
     return { runId, sessionId: state.sessionId, seq: (row as TranscriptRow).seq };
+  }
+
+  /** The run queued earlier under `dispatchKey`, if any. */
+  #byDispatchKey(dispatchKey: string): { runId: string; sessionId: string; seq: number; duplicate: true } | undefined {
+    const row = this.#sql.one<{ id: string; session_id: string; message_seq: number }>`
+      SELECT id, session_id, message_seq FROM runs WHERE dispatch_key = ${dispatchKey}`;
+    return row ? { runId: row.id, sessionId: row.session_id, seq: row.message_seq, duplicate: true } : undefined;
   }
 
   /**

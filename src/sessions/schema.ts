@@ -206,4 +206,24 @@ export const SESSION_MIGRATIONS: Migrations = [
      next_attempt_at INTEGER NOT NULL
    );
    ALTER TABLE runs ADD COLUMN bundled INTEGER NOT NULL DEFAULT 0;`,
+  // v11: scheduler firings (S3 §4). A run queued for a firing carries its run key, unique here, so a firing
+  // handed over twice (a tick retried after a crash) is one run. Its notification waits in an outbox until sent.
+  `ALTER TABLE runs ADD COLUMN dispatch_key TEXT;
+   CREATE UNIQUE INDEX runs_dispatch_key ON runs (dispatch_key) WHERE dispatch_key IS NOT NULL;
+   CREATE TABLE notify_outbox (
+     run_id TEXT PRIMARY KEY,
+     job_id TEXT NOT NULL,
+     scheduled_for TEXT NOT NULL,
+     channel TEXT NOT NULL,
+     target TEXT NOT NULL,
+     webhook_id TEXT NOT NULL,
+     settings TEXT NOT NULL,
+     body TEXT,
+     status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+     attempts INTEGER NOT NULL,
+     next_attempt_at INTEGER NOT NULL,
+     last_error TEXT,
+     delivered_at TEXT,
+     reported INTEGER NOT NULL
+   );`,
 ];

@@ -80,6 +80,18 @@ describe("npm start", () => {
     expect(missing.headers.get("x-request-id")).toMatch(/^req_/);
     expect(await missing.json()).toEqual({ error: { code: "resource.not_found", message: "no route for GET /no-such-route" } });
 
+    // The cron route (wrangler dev --test-scheduled; start.mjs calls it every minute) runs the scheduler tick,
+    // once the local D1 migrations that start.mjs applies alongside are in.
+    let tickStatus = 0;
+    while (Date.now() - started < 45_000) {
+      const res = await fetch(`http://127.0.0.1:${port}/__scheduled?cron=*+*+*+*+*`);
+      await res.arrayBuffer();
+      tickStatus = res.status;
+      if (tickStatus === 200) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(tickStatus).toBe(200);
+
     // The offline model answers on its own port.
     const models = await fetch(`http://127.0.0.1:${modelPort}/v1/models`);
     expect(models.status).toBe(200);

@@ -48,6 +48,7 @@ export function runConfig(
     logging?: Record<string, unknown>;
     provider?: Record<string, unknown>;
     agentId?: string;
+    scheduler?: Record<string, unknown>;
   } = {},
 ): GatewayConfig {
   const raw: GatewayConfigInput = {
@@ -66,6 +67,7 @@ export function runConfig(
     ...(o.runs ? { runs: o.runs as never } : {}),
     ...(o.policy ? { tools: { policy: o.policy as never } } : {}),
     ...(o.logging ? { logging: o.logging as never } : {}),
+    ...(o.scheduler ? { scheduler: o.scheduler as never } : {}),
   };
   const result = parseGatewayConfig(raw);
   if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);

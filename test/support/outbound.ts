@@ -197,6 +197,38 @@ async function webAnswer(scenario: string, url: URL): Promise<Response> {
   }
 }
 
+/** A POST a webhook receiver (`*.hook.test`) got, and what it answered. */
+export interface ReceivedHook {
+  host: string;
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  answered: number;
+}
+const hooks: ReceivedHook[] = [];
+
+/**
+ * Webhook receivers (`https://<scenario>[-<anything>].hook.test/…`), for job notifications:
+ * `ok` 200; `flaky` 503 for the first `?fail=<n>` (default 1) deliveries to the host, then 200; `down` always 503;
+ * `reject` 400; `gone` 410; `moved` 301; `slow` answers 200 after 2 s. Every delivery is kept, with its headers and
+ * body, at `GET https://mock.control/hooks?host=<host>`.
+ */
+async function hookAnswer(scenario: string, request: Request, url: URL): Promise<Response> {
+  const body = await request.text();
+  const headers: Record<string, string> = {};
+  for (const [k, v] of request.headers) headers[k] = v;
+  const earlier = hooks.filter((h) => h.host === url.hostname).length;
+  let status = 200;
+  if (scenario === "flaky") status = earlier < Number(url.searchParams.get("fail") ?? 1) ? 503 : 200;
+  else if (scenario === "down") status = 503;
+  else if (scenario === "reject") status = 400;
+  else if (scenario === "gone") status = 410;
+  else if (scenario === "moved") status = 301;
+  else if (scenario === "slow") await new Promise((r) => setTimeout(r, 2_000));
+  hooks.push({ host: url.hostname, path: url.pathname, headers, body, answered: status });
+  return new Response(status === 200 ? "ok" : "no", { status, headers: status === 301 ? { location: "https://ok.hook.test/" } : {} });
+}
+
 /** Miniflare `outboundService`. */
 export async function outboundService(request: Request): Promise<Response> {
   const url = new URL(request.url);
@@ -207,12 +239,15 @@ export async function outboundService(request: Request): Promise<Response> {
       return json({ ok: true });
     }
     if (url.pathname === "/bodies" && host) return json(bodies.get(host) ?? []);
+    if (url.pathname === "/hooks" && host) return json(hooks.filter((h) => h.host === host));
     return json(host ? recorded.filter((r) => r.host === host) : recorded);
   }
   recorded.push({ method: request.method, host: url.hostname, path: url.pathname, authorized: request.headers.has("authorization") });
   const provider = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.provider\.test$/.exec(url.hostname);
   if (provider?.[1] === "script") return scriptedAnswer(url.hostname, request, url);
   if (provider?.[1]) return providerAnswer(provider[1], request, url);
+  const hook = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.hook\.test$/.exec(url.hostname);
+  if (hook?.[1]) return hookAnswer(hook[1], request, url);
   const web = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.web\.test$/.exec(url.hostname);
   if (web?.[1]) return webAnswer(web[1], url);
   return new Response(`unmocked outbound request: ${request.method} ${url.origin}${url.pathname}`, { status: 599 });

@@ -1,0 +1,260 @@
+/**
+ * Scheduler jobs for admins (S3 §4, DESIGN §3):
+ *   GET    /api/admin/jobs                       jobs in id order (?agent_id, ?after, ?limit)
+ *   POST   /api/admin/jobs                       create → 201; 409 when the id exists
+ *   GET    /api/admin/jobs/{job_id}              one job
+ *   PUT    /api/admin/jobs/{job_id}              replace → 200 (the body's job_id, if given, must match)
+ *   DELETE /api/admin/jobs/{job_id}              delete → 200 with the deleted job
+ *   GET    /api/admin/jobs/{job_id}/firings      its firings, newest first, with their run ids
+ * Every change is an audit event (`job.created`, `job.updated`, `job.deleted`) in the agent's main session stream.
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { webhookKey } from "../channels/standard-webhooks";
+import {
+  createJob,
+  deleteJob,
+  type FiringRecord,
+  getJob,
+  JOB_ID,
+  type JobRecord,
+  JobWrite,
+  type JobWriteRefusal,
+  listFirings,
+  listJobs,
+  replaceJob,
+} from "../scheduler/jobs";
+import { requireScope } from "./auth";
+import { GatewayError } from "./errors";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
+
+const Job = z
+  .object({
+    job_id: z.string(),
+    agent_id: z.string(),
+    schedule: z.string(),
+    message: z.string(),
+    mode: z.enum(["isolated", "main_like"]),
+    notify: z.object({ channel: z.enum(["none", "webhook"]), target: z.string() }),
+    enabled: z.boolean(),
+    timezone: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    next_run_at: z.string().nullable(),
+    last_fired_at: z.string().nullable(),
+  })
+  .openapi("Job");
+
+const Firing = z
+  .object({
+    job_id: z.string(),
+    scheduled_for: z.string(),
+    agent_id: z.string(),
+    status: z.enum(["claimed", "dispatched", "skipped", "failed"]),
+    missed: z.int(),
+    claimed_at: z.string(),
+    attempts: z.int(),
+    run_id: z.string().nullable(),
+    session_key: z.string().nullable(),
+    dispatched_at: z.string().nullable(),
+    error: z.string().nullable(),
+    notify: z.object({
+      channel: z.string(),
+      status: z.enum(["none", "pending", "delivered", "failed"]),
+      attempts: z.int(),
+      error: z.string().nullable(),
+      notified_at: z.string().nullable(),
+    }),
+  })
+  .openapi("JobFiring");
+
+/** The write body as documented; the handlers validate it with the scheduler's own schema (JobWrite). */
+const JobBody = z
+  .object({
+    job_id: z.string(),
+    agent_id: z.string(),
+    schedule: z.string().openapi({ example: "@every 1h" }),
+    message: z.string(),
+    mode: z.enum(["isolated", "main_like"]),
+    notify: z
+      .object({
+        channel: z.string().openapi({ description: "none | webhook" }),
+        target: z.string().openapi({ description: "https URL for webhook" }),
+      })
+      .optional(),
+    enabled: z.boolean(),
+    timezone: z.string().optional(),
+  })
+  .openapi("JobWrite");
+
+const json = (schema: z.ZodType) => ({ "application/json": { schema } });
+const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
+const notFound = { description: "No such job", content: json(ErrorEnvelope) };
+const invalid = { description: "Invalid job", content: json(ErrorEnvelope) };
+const JobParam = z.object({ job_id: z.string().regex(JOB_ID, "a job id") });
+
+const listRoute = createRoute({
+  method: "get",
+  path: "/api/admin/jobs",
+  summary: "List scheduler jobs",
+  middleware: [requireScope("admin")] as const,
+  request: {
+    query: z.object({
+      agent_id: z.string().optional(),
+      after: z.string().optional().openapi({ description: "the last job_id of the previous page" }),
+      limit: z.coerce.number().int().min(1).max(500).default(100),
+    }),
+  },
+  responses: {
+    200: { description: "Jobs in job_id order", content: json(z.object({ jobs: z.array(Job), next_after: z.string().nullable() })) },
+    401: unauthorized,
+  },
+});
+
+const createJobRoute = createRoute({
+  method: "post",
+  path: "/api/admin/jobs",
+  summary: "Create a job (`@every <Go duration>` of at least 1m, or a one-shot RFC3339 time; cron is rejected)",
+  middleware: [requireScope("admin"), requireJsonBody] as const,
+  request: { body: { required: true, content: json(JobBody) } },
+  responses: {
+    201: { description: "Created", content: json(Job) },
+    400: invalid,
+    401: unauthorized,
+    409: { description: "A job with this id exists", content: json(ErrorEnvelope) },
+  },
+});
+
+const getJobRoute = createRoute({
+  method: "get",
+  path: "/api/admin/jobs/{job_id}",
+  summary: "One job",
+  middleware: [requireScope("admin")] as const,
+  request: { params: JobParam },
+  responses: { 200: { description: "The job", content: json(Job) }, 401: unauthorized, 404: notFound },
+});
+
+const putJobRoute = createRoute({
+  method: "put",
+  path: "/api/admin/jobs/{job_id}",
+  summary: "Replace a job; a new schedule starts from now, re-enabling skips the missed windows",
+  middleware: [requireScope("admin"), requireJsonBody] as const,
+  request: { params: JobParam, body: { required: true, content: json(JobBody) } },
+  responses: {
+    200: { description: "Replaced", content: json(Job) },
+    400: invalid,
+    401: unauthorized,
+    404: notFound,
+    409: { description: "Changed by someone else meanwhile; read it again", content: json(ErrorEnvelope) },
+  },
+});
+
+const deleteJobRoute = createRoute({
+  method: "delete",
+  path: "/api/admin/jobs/{job_id}",
+  summary: "Delete a job and its firing records (runs and the audit log keep the history)",
+  middleware: [requireScope("admin")] as const,
+  request: { params: JobParam },
+  responses: { 200: { description: "Deleted", content: json(z.object({ deleted: Job })) }, 401: unauthorized, 404: notFound },
+});
+
+const firingsRoute = createRoute({
+  method: "get",
+  path: "/api/admin/jobs/{job_id}/firings",
+  summary: "A job's firings with their run ids and notification outcomes, newest first",
+  middleware: [requireScope("admin")] as const,
+  request: { params: JobParam, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
+  responses: { 200: { description: "Firings", content: json(z.object({ firings: z.array(Firing) })) }, 401: unauthorized },
+});
+
+/** Validates a write body with the scheduler's schema, then the checks that need the config or the environment. */
+async function validWrite(c: Context<AppEnv>): Promise<JobWrite> {
+  const body: unknown = await c.req.json();
+  const parsed = JobWrite.safeParse(body);
+  if (!parsed.success) throw invalidRequestFromZod(parsed.error, "body", body);
+  const job = parsed.data;
+  if (!Object.hasOwn(c.get("config").agents, job.agent_id)) {
+    throw new GatewayError("invalid.request", `agent_id: unknown agent "${job.agent_id}"`);
+  }
+  if (job.notify.channel === "webhook" && !webhookKey(c.env.SCHEDULER_WEBHOOK_SECRET)) {
+    throw new GatewayError(
+      "invalid.request",
+      "notify.channel: webhook notifications need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway",
+    );
+  }
+  return job;
+}
+
+function refused(r: JobWriteRefusal, jobId: string): GatewayError {
+  switch (r.reason) {
+    case "exists":
+      return new GatewayError("conflict", `job ${jobId} already exists; PUT /api/admin/jobs/${jobId} replaces it`);
+    case "not_found":
+      return new GatewayError("resource.not_found", `no job ${jobId}`);
+    case "changed":
+      return new GatewayError("conflict", `job ${jobId} changed while it was being replaced; read it again and retry`);
+    case "past":
+      return new GatewayError("invalid.request", `schedule: ${r.message}`);
+  }
+}
+
+/** Records a job change in the agent's main-session audit stream. */
+async function auditJob(c: Context<AppEnv>, eventType: string, job: JobRecord): Promise<void> {
+  const sessionKey = `agent:${job.agent_id}:main`;
+  await c.env.SESSIONS.getByName(sessionKey).recordAuditEvent({ sessionKey, agentId: job.agent_id }, eventType, "admin", {
+    job: { ...job },
+  });
+}
+
+/** The job routes. */
+export function adminJobRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(listRoute, async (c) => {
+    const q = c.req.valid("query");
+    const jobs = await listJobs(c.env.DB, { agentId: q.agent_id, after: q.after, limit: q.limit });
+    return c.json({ jobs, next_after: jobs.length === q.limit ? (jobs.at(-1)?.job_id ?? null) : null }, 200);
+  });
+
+  app.openapi(createJobRoute, async (c) => {
+    const job = await validWrite(c);
+    const result = await createJob(c.env.DB, job, new Date());
+    if (!result.ok) throw refused(result, job.job_id);
+    await auditJob(c, "job.created", result.job);
+    return c.json(result.job, 201);
+  });
+
+  app.openapi(getJobRoute, async (c) => {
+    const { job_id } = c.req.valid("param");
+    const job = await getJob(c.env.DB, job_id);
+    if (!job) throw new GatewayError("resource.not_found", `no job ${job_id}`);
+    return c.json(job, 200);
+  });
+
+  app.openapi(putJobRoute, async (c) => {
+    const { job_id } = c.req.valid("param");
+    const job = await validWrite(c);
+    if (job.job_id !== job_id) throw new GatewayError("invalid.request", `job_id: the body says ${job.job_id}, the path ${job_id}`);
+    const result = await replaceJob(c.env.DB, job_id, job, new Date());
+    if (!result.ok) throw refused(result, job_id);
+    await auditJob(c, "job.updated", result.job);
+    return c.json(result.job, 200);
+  });
+
+  app.openapi(deleteJobRoute, async (c) => {
+    const { job_id } = c.req.valid("param");
+    const deleted = await deleteJob(c.env.DB, job_id);
+    if (!deleted) throw new GatewayError("resource.not_found", `no job ${job_id}`);
+    await auditJob(c, "job.deleted", deleted);
+    return c.json({ deleted }, 200);
+  });
+
+  app.openapi(firingsRoute, async (c) => {
+    const { job_id } = c.req.valid("param");
+    const { limit } = c.req.valid("query");
+    const firings: FiringRecord[] = await listFirings(c.env.DB, job_id, limit);
+    return c.json({ firings }, 200);
+  });
+
+  return app;
+}

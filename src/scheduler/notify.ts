@@ -1,0 +1,235 @@
+/**
+ * Job notifications (S3 §4 `notify`): when a job's run ends, its output is
+ * delivered to `notify.target`. The delivery is an outbox row in the SessionDO
+ * that holds the run, written in the same transaction as the run itself — so
+ * neither an eviction nor a failing receiver loses it — and sent from the
+ * object's alarm:
+ *
+ * - `webhook`: a POST signed with the Standard Webhooks scheme; the
+ *   `webhook-id` is derived from the firing's run key, so every retry (and any
+ *   duplicate) carries the same id and receivers can dedupe. The body is fixed
+ *   at the first attempt. Network errors, timeouts, 408, 429 and 5xx are
+ *   retried with 4× backoff; other answers (and redirects, which are never
+ *   followed) fail the delivery at once.
+ *
+ * The outcome is mirrored to D1 (`job_firings.notify_*`) for the admin API,
+ * retried until D1 takes it, and recorded as audit events.
+ */
+import { signWebhook, webhookKey } from "../channels/standard-webhooks";
+import { redactText } from "../security/redact";
+import type { Sql } from "../storage/sql";
+import { checkUrl } from "../tools/net-policy";
+
+/** What a job run carries about its notification (resolved from config by the tick). */
+export interface NotifySpec {
+  channel: "webhook";
+  target: string;
+  webhookId: string;
+  jobId: string;
+  scheduledFor: string;
+  maxAttempts: number;
+  retryBaseMs: number;
+  timeoutMs: number;
+}
+
+/** The longest wait between two attempts. */
+const MAX_RETRY_DELAY_MS = 60 * 60_000;
+/** How soon an outcome D1 did not take is written again. */
+export const REPORT_RETRY_MS = 30_000;
+
+/** A firing's webhook id: `msg_` + 32 hex of SHA-256 over its run key (job_id, scheduled_for). */
+export async function webhookIdFor(jobId: string, scheduledFor: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${jobId}\n${scheduledFor}`)));
+  return `msg_${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** Wait after the `attempts`-th failed attempt: base, 4·base, 16·base, … at most an hour. */
+export function retryDelayMs(baseMs: number, attempts: number): number {
+  return Math.min(MAX_RETRY_DELAY_MS, baseMs * 4 ** Math.max(0, attempts - 1));
+}
+
+/** Queues the notification of `runId` (call inside the transaction that creates the run). */
+export function enqueueNotify(sql: Sql, runId: string, spec: NotifySpec): void {
+  sql.run`INSERT INTO notify_outbox (run_id, job_id, scheduled_for, channel, target, webhook_id, settings, status, attempts, next_attempt_at, reported)
+          VALUES (${runId}, ${spec.jobId}, ${spec.scheduledFor}, ${spec.channel}, ${spec.target}, ${spec.webhookId},
+                  ${JSON.stringify({ maxAttempts: spec.maxAttempts, retryBaseMs: spec.retryBaseMs, timeoutMs: spec.timeoutMs })},
+                  'pending', 0, 0, 1)
+          ON CONFLICT (run_id) DO NOTHING`;
+}
+
+/** When the alarm must next deliver or report: the earliest pending attempt of a finished run, or a D1 retry. */
+export function nextNotifyAt(sql: Sql, now: number): number | null {
+  const due = sql.one<{ at: number | null }>`
+    SELECT MIN(n.next_attempt_at) AS at FROM notify_outbox n JOIN runs r ON r.id = n.run_id
+    WHERE n.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled')`;
+  const unreported = sql.one<{ n: number }>`SELECT COUNT(*) AS n FROM notify_outbox WHERE reported = 0`;
+  const times = [due?.at ?? null, unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null].filter((t): t is number => t !== null);
+  return times.length > 0 ? Math.min(...times) : null;
+}
+
+interface OutboxRow extends Record<string, SqlStorageValue> {
+  run_id: string;
+  job_id: string;
+  scheduled_for: string;
+  channel: string;
+  target: string;
+  webhook_id: string;
+  settings: string;
+  body: string | null;
+  status: string;
+  attempts: number;
+  last_error: string | null;
+  delivered_at: string | null;
+  run_status: string;
+  run_output: string | null;
+  run_error: string | null;
+  agent_id: string;
+}
+
+type Attempt = { ok: true; httpStatus: number } | { ok: false; retry: boolean; error: string; httpStatus: number | null };
+
+export interface NotifyHost {
+  sql: Sql;
+  storage: DurableObjectStorage;
+  env: Pick<Env, "DB"> & { SCHEDULER_WEBHOOK_SECRET?: string | undefined };
+  secrets: readonly string[];
+  /** Records an audit event about the run's notification. */
+  audit(eventType: string, runId: string, payload: Record<string, unknown>): void;
+  fetch?: typeof fetch;
+}
+
+/** Delivers every due notification of a finished run, then mirrors unreported outcomes to D1. */
+export async function deliverNotifications(host: NotifyHost, now = Date.now()): Promise<void> {
+  const { sql } = host;
+  const due = sql.all<OutboxRow>`
+    SELECT n.*, r.status AS run_status, r.output AS run_output, r.error AS run_error, r.agent_id AS agent_id
+    FROM notify_outbox n JOIN runs r ON r.id = n.run_id
+    WHERE n.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled') AND n.next_attempt_at <= ${now}
+    ORDER BY n.next_attempt_at LIMIT 20`;
+  for (const row of due) await deliverOne(host, row);
+  await reportToD1(host);
+}
+
+async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {
+  const { sql, storage } = host;
+  const settings = JSON.parse(row.settings) as { maxAttempts: number; retryBaseMs: number; timeoutMs: number };
+  // The body is fixed at the first attempt: every retry sends the same bytes under the same webhook-id.
+  const body =
+    row.body ??
+    JSON.stringify({
+      type: "job.run.finished",
+      timestamp: new Date().toISOString(),
+      data: {
+        job_id: row.job_id,
+        scheduled_for: row.scheduled_for,
+        run_id: row.run_id,
+        agent_id: row.agent_id,
+        status: row.run_status,
+        output: redactText(row.run_output ?? "", host.secrets),
+        error: runError(row.run_error, host.secrets),
+      },
+    });
+  if (row.body === null) sql.run`UPDATE notify_outbox SET body = ${body} WHERE run_id = ${row.run_id}`;
+  const attempt = await attemptWebhook(host, row, body, settings.timeoutMs);
+  const attempts = row.attempts + 1;
+  const at = new Date();
+  const base = {
+    job_id: row.job_id,
+    scheduled_for: row.scheduled_for,
+    channel: row.channel,
+    webhook_id: row.webhook_id,
+    attempt: attempts,
+  };
+  storage.transactionSync(() => {
+    if (attempt.ok) {
+      sql.run`UPDATE notify_outbox SET status = 'delivered', attempts = ${attempts}, last_error = NULL, delivered_at = ${at.toISOString()}, reported = 0
+              WHERE run_id = ${row.run_id}`;
+      host.audit("job.notify.delivered", row.run_id, { ...base, http_status: attempt.httpStatus });
+      return;
+    }
+    const final = !attempt.retry || attempts >= settings.maxAttempts;
+    const next = final ? 0 : at.getTime() + retryDelayMs(settings.retryBaseMs, attempts);
+    sql.run`UPDATE notify_outbox SET status = ${final ? "failed" : "pending"}, attempts = ${attempts}, last_error = ${attempt.error},
+                   next_attempt_at = ${next}, reported = 0
+            WHERE run_id = ${row.run_id}`;
+    host.audit(final ? "job.notify.failed" : "job.notify.retrying", row.run_id, {
+      ...base,
+      http_status: attempt.httpStatus,
+      error: attempt.error,
+      ...(final ? {} : { next_attempt_at: new Date(next).toISOString() }),
+    });
+  });
+}
+
+/** A failed run's error as `{code, message}` (stored as JSON), redacted; null when the run did not fail. */
+function runError(stored: string | null, secrets: readonly string[]): { code: string; message: string } | null {
+  if (stored === null) return null;
+  try {
+    const e = JSON.parse(stored) as { code?: unknown; message?: unknown };
+    return { code: String(e.code ?? "internal.error"), message: redactText(String(e.message ?? ""), secrets) };
+  } catch {
+    return { code: "internal.error", message: redactText(stored, secrets) };
+  }
+}
+
+async function attemptWebhook(host: NotifyHost, row: OutboxRow, body: string, timeoutMs: number): Promise<Attempt> {
+  const key = webhookKey(host.env.SCHEDULER_WEBHOOK_SECRET);
+  if (!key) return { ok: false, retry: false, httpStatus: null, error: "SCHEDULER_WEBHOOK_SECRET is not set to a whsec_ secret" };
+  const url = checkUrl(row.target);
+  if (!url.ok || url.url.protocol !== "https:")
+    return { ok: false, retry: false, httpStatus: null, error: "target is not an allowed https URL" };
+  const timestamp = Math.floor(Date.now() / 1000);
+  let response: Response;
+  try {
+    response = await (host.fetch ?? fetch)(url.url.toString(), {
+      method: "POST",
+      redirect: "manual",
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: {
+        "content-type": "application/json",
+        "user-agent": "sophie-gateway",
+        "webhook-id": row.webhook_id,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": await signWebhook(key, row.webhook_id, timestamp, body),
+      },
+      body,
+    });
+  } catch (err) {
+    const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+    return { ok: false, retry: true, httpStatus: null, error: timedOut ? `no answer within ${timeoutMs} ms` : "network error" };
+  }
+  await response.body?.cancel();
+  const status = response.status;
+  if (status >= 200 && status < 300) return { ok: true, httpStatus: status };
+  if (status >= 300 && status < 400) return { ok: false, retry: false, httpStatus: status, error: `redirect (${status}) not followed` };
+  const retry = status === 408 || status === 429 || status >= 500;
+  return { ok: false, retry, httpStatus: status, error: `receiver answered ${status}` };
+}
+
+/** Mirrors outcomes to D1's firing records; whatever D1 does not take is tried again later. */
+async function reportToD1(host: NotifyHost): Promise<void> {
+  const rows = host.sql.all<{
+    run_id: string;
+    job_id: string;
+    scheduled_for: string;
+    status: string;
+    attempts: number;
+    last_error: string | null;
+    delivered_at: string | null;
+  }>`
+    SELECT run_id, job_id, scheduled_for, status, attempts, last_error, delivered_at FROM notify_outbox WHERE reported = 0 LIMIT 50`;
+  if (rows.length === 0) return;
+  try {
+    await host.env.DB.batch(
+      rows.map((r) =>
+        host.env.DB.prepare(
+          `UPDATE job_firings SET notify_status = ?3, notify_attempts = ?4, notify_error = ?5, notified_at = ?6
+           WHERE job_id = ?1 AND scheduled_for = ?2`,
+        ).bind(r.job_id, r.scheduled_for, r.status, r.attempts, r.last_error, r.delivered_at),
+      ),
+    );
+  } catch {
+    return; // D1 unavailable: the rows stay unreported and the alarm comes back.
+  }
+  for (const r of rows) host.sql.run`UPDATE notify_outbox SET reported = 1 WHERE run_id = ${r.run_id} AND attempts = ${r.attempts}`;
+}
