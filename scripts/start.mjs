@@ -11,7 +11,13 @@
 // dev config's baseUrl must match); SOPHIE_CONFIG (default
 // config/gateway.dev.json5) names the config wrangler's build step bundles;
 // SOPHIE_DEV_VARS names another secrets file to use instead of .dev.vars (the
-// start test uses it so that it never writes into the working tree).
+// start test uses it so that it never writes into the working tree);
+// SOPHIE_LOCAL_CRON=0 turns off the local cron clock.
+//
+// Cron Triggers do not fire by themselves under wrangler dev, so this script is
+// the clock: at the start of every minute it calls /__scheduled (wrangler dev
+// --test-scheduled), which runs the Worker's scheduled() handler as the `* * * * *`
+// trigger would in production. curl that route to run a tick at once.
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -47,11 +53,38 @@ model.on("exit", (code, signal) => {
 });
 
 console.log(`start: Sophie Gateway on http://127.0.0.1:${port} with ${env.SOPHIE_CONFIG}  (try: curl http://127.0.0.1:${port}/healthz)`);
-const dev = spawn(wrangler, ["dev", "--ip", "127.0.0.1", "--port", port, "--env-file", devVars], { cwd: root, env, stdio: "inherit" });
+const dev = spawn(wrangler, ["dev", "--ip", "127.0.0.1", "--port", port, "--env-file", devVars, "--test-scheduled"], {
+  cwd: root,
+  env,
+  stdio: "inherit",
+});
+
+// The local cron clock: one tick at the start of every minute, like `crons = ["* * * * *"]` in production.
+let clock;
+if (process.env.SOPHIE_LOCAL_CRON !== "0") {
+  let warned = false;
+  const tick = async () => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/__scheduled?cron=*+*+*+*+*`);
+      await res.arrayBuffer();
+      warned = false;
+    } catch {
+      if (!warned) console.error("start: the local cron tick could not reach the gateway (still starting?); retrying every minute");
+      warned = true;
+    }
+  };
+  const untilNextMinute = 60_000 - (Date.now() % 60_000);
+  clock = setTimeout(() => {
+    tick();
+    clock = setInterval(tick, 60_000);
+  }, untilNextMinute);
+}
 
 /** Stops both children; `signal` is forwarded to wrangler, the model always gets SIGTERM. */
 function stop(signal) {
   stopping = true;
+  clearTimeout(clock);
+  clearInterval(clock);
   if (model.exitCode === null && model.signalCode === null) model.kill("SIGTERM");
   if (signal && dev.exitCode === null && dev.signalCode === null) dev.kill(signal);
 }
