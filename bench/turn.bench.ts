@@ -19,16 +19,26 @@
  * config while it runs; the finally block rebuilds it from config/gateway.json5.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import { createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import {
+  applyD1Migrations,
+  DEV_CONFIG,
+  freePort,
+  MODEL_PORT,
+  median,
+  projectRoot,
+  quantile,
+  restoreGenerated as restoreGeneratedFrom,
+  round,
+  sleep,
+  stopChild,
+  workerdCpuMs,
+} from "./support/devserver";
 
-/** The port config/gateway.dev.json5 points the `local` provider at. */
-const MODEL_PORT = 8790;
-const DEV_CONFIG = "config/gateway.dev.json5";
 const CONCURRENCY = 8;
 
 type Listener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -39,36 +49,6 @@ interface RunView {
   tool_calls: number;
   output: string;
 }
-
-/** The project root: `npm run bench` runs from it (the bundle itself is imported from a data: URL). */
-function projectRoot(): string {
-  const root = process.cwd();
-  if (!existsSync(join(root, "wrangler.toml")) || !existsSync(join(root, DEV_CONFIG)))
-    throw new Error(`turn bench: run it from the project root (npm run bench); ${root} has no wrangler.toml`);
-  return root;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createNetServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Sorted-sample quantile (the same convention as bench/prompts.bench.ts). */
-function quantile(values: readonly number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-}
-const median = (values: readonly number[]) => quantile(values, 0.5);
-const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;
 
 /** The offline model, with the server-side time of every chat completion recorded (arrival → 'finish'). */
 async function startModel(root: string): Promise<{ server: Server; calls: number[] }> {
@@ -103,50 +83,8 @@ async function startModel(root: string): Promise<{ server: Server; calls: number
   return { server, calls };
 }
 
-/**
- * CPU time (ms) used so far by the workerd processes of a process group (Linux /proc; null elsewhere).
- * Processes that exit in between are not counted, so compare it only across a steady phase.
- */
-function workerdCpuMs(group: number, ticksPerS: number): number | null {
-  if (!existsSync("/proc/self/stat")) return null;
-  let total = 0;
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    } catch {
-      continue; // exited meanwhile
-    }
-    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields[0] is field 3 (state)
-    if (comm !== "workerd" || Number(fields[2]) !== group) continue;
-    total += ((Number(fields[11]) + Number(fields[12])) / ticksPerS) * 1000; // utime + stime
-  }
-  return total;
-}
-
-/** Ends a detached child and everything in its process group; waits for it to exit (SIGKILL after 5 s). */
-async function stopChild(child: ChildProcess | undefined): Promise<void> {
-  if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const signal = (sig: NodeJS.Signals) => {
-    try {
-      process.kill(-(child.pid as number), sig);
-    } catch {
-      /* already gone */
-    }
-  };
-  signal("SIGTERM");
-  if (await Promise.race([exited.then(() => true), sleep(5000).then(() => false)])) {
-    signal("SIGKILL"); // stragglers in the group (workerd) that outlived wrangler
-    return;
-  }
-  signal("SIGKILL");
-  await Promise.race([exited, sleep(2000)]);
-}
-
 export async function run(quick: boolean) {
-  const root = projectRoot();
+  const root = projectRoot("turn bench");
   const n = quick ? 40 : 200;
   const warmup = 20;
   const sessionTurns = quick ? 30 : 100;
@@ -167,10 +105,7 @@ export async function run(quick: boolean) {
   let logFd: number | undefined;
   let ok = false;
   // wrangler's build step bundled the development config into src/generated/config.ts: put the shipped one back.
-  const restoreGenerated = () => {
-    const rebuilt = spawnSync(process.execPath, [join(root, "scripts", "build.mjs")], { cwd: root, env: baseEnv, encoding: "utf8" });
-    if (rebuilt.status !== 0) console.error(`turn bench: restoring src/generated failed:\n${rebuilt.stdout}${rebuilt.stderr}`);
-  };
+  const restoreGenerated = () => restoreGeneratedFrom(root, baseEnv, "turn bench");
   // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group and restore here.
   const interrupted = () => {
     if (dev?.pid) {
@@ -190,13 +125,7 @@ export async function run(quick: boolean) {
     model = await startModel(root);
     const calls = model.calls;
 
-    const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], {
-      cwd: root,
-      env,
-      encoding: "utf8",
-      timeout: 120_000,
-    });
-    if (migrate.status !== 0) throw new Error(`turn bench: D1 migrations failed:\n${migrate.stdout}${migrate.stderr}`);
+    applyD1Migrations(root, env, persist, "turn bench");
 
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
