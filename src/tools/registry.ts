@@ -16,6 +16,42 @@ import type { HoneypotConfig } from "./honeypot";
 export const RISK_CLASSES = ["read_only", "draft_only", "side_effect"] as const;
 export type RiskClass = (typeof RISK_CLASSES)[number];
 
+/** S5 session types: `setup` sessions configure an agent's environment and alone get the setup-only tools. */
+export type SessionType = "setup" | "ordinary";
+
+/** An automation completion (S5 `automation.complete`), as recorded. */
+export interface AutomationCompletion {
+  completion_id: string;
+  run_id: string;
+  outcome: string;
+  summary: string | null;
+  tool_call_id: string;
+  recorded_at: string;
+}
+
+/**
+ * What a SessionDO offers the gateway-mediated S5 tools (`verify`, `save_snapshot`, `automation.complete`, …),
+ * whether the call comes from a run or from a sandbox callback.
+ */
+export interface SessionToolHost {
+  sessionId: string;
+  sessionType: SessionType;
+  /** The run the call belongs to — for a sandbox callback the session's running (else latest) run — or null. */
+  runId: string | null;
+  /** The session's S4 checkpoint as stored (state and revision). */
+  checkpoint(): { state: unknown; revision: number; updated_ts: string | null };
+  /**
+   * Records an automation completion, idempotent by `completion_id`: the same id with the same content is a
+   * duplicate (the first record comes back); with other content a conflict; a run not in this session is refused.
+   */
+  recordCompletion(c: Omit<AutomationCompletion, "recorded_at">): {
+    status: "recorded" | "duplicate" | "conflict" | "unknown_run";
+    completion?: AutomationCompletion;
+  };
+  /** Queues an audit event (S3 §3) in the session's stream, actor `tool`. */
+  audit(eventType: string, payload: Record<string, unknown>): void;
+}
+
 export interface ToolContext {
   env: Env;
   agentId: string;
@@ -33,6 +69,8 @@ export interface ToolContext {
   /** Aborted when the call's `timeout_ms` elapses or the run is cancelled. */
   signal: AbortSignal;
   timeoutMs: number;
+  /** The session's side of S5 tools; present whenever a SessionDO runs the call. */
+  session?: SessionToolHost | undefined;
 }
 
 export type ToolOutcome =
@@ -49,6 +87,8 @@ export interface ToolDefinition {
   /** JSON Schema of the input object (S1 §3.1: no unions where an enum would do, no property named `format`). */
   parameters: Record<string, unknown>;
   risk: RiskClass;
+  /** S5 §6.2: offered and run only in setup sessions (refused at run time elsewhere, too). */
+  setupOnly?: boolean;
   handler: (input: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcome>;
 }
 
@@ -68,11 +108,13 @@ export function defineTool<S extends z.ZodObject>(def: {
   description: string;
   input: S;
   risk: RiskClass;
+  setupOnly?: boolean;
   handler: (input: z.output<S>, ctx: ToolContext) => Promise<ToolOutcome>;
 }): ToolDefinition {
   return {
     name: def.name,
     ...(def.aliases ? { aliases: def.aliases } : {}),
+    ...(def.setupOnly ? { setupOnly: true } : {}),
     description: def.description,
     input: def.input,
     parameters: toolJsonSchema(def.input),

@@ -8,9 +8,10 @@ import { emailDraft } from "./email";
 import { fsListDir, fsReadText, fsWriteText } from "./fs";
 import { httpGet } from "./http";
 import { messageSend } from "./message";
+import { S5_TOOLS } from "./s5";
 import { shellExec } from "./shell";
 
-export const BUILTIN_TOOLS = [fsListDir, fsReadText, fsWriteText, emailDraft, shellExec, httpGet, messageSend] as const;
+export const BUILTIN_TOOLS = [fsListDir, fsReadText, fsWriteText, emailDraft, shellExec, httpGet, messageSend, ...S5_TOOLS] as const;
 
 /** Adds every built-in tool to `registry` (the shared one by default); idempotent. */
 export function registerBuiltinTools(registry: ToolRegistry = tools): ToolRegistry {
