@@ -11,6 +11,8 @@ export const TEST_SECRETS = {
   MOONSHOT_API_KEY: "sk-test-moonshot-key-0123456789abcdef",
   // A channel secret, so the leak scan can prove it never lands anywhere.
   TELEGRAM_BOT_TOKEN: "7000000001:AAcanaryCanaryCanaryCanaryCanary0123",
+  // Signs sandbox tokens for the S5 tool-callback routes.
+  SANDBOX_TOKEN_SECRET: "test-sandbox-token-secret-0123456789abcdef",
   // Signs job notifications (Standard Webhooks); 24 key bytes.
   SCHEDULER_WEBHOOK_SECRET: "whsec_c2NoZWR1bGVyLXdlYmhvb2stdGVzdC1rZXk=",
 };

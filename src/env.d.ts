@@ -10,6 +10,8 @@ interface GatewaySecrets {
   GATEWAY_API_TOKENS?: string;
   /** API key of the `moonshot` provider; other providers use `<PROVIDERID>_API_KEY`. */
   MOONSHOT_API_KEY?: string;
+  /** HMAC key (≥ 32 characters) that signs sandbox tokens for the tool-callback routes (S5). */
+  SANDBOX_TOKEN_SECRET?: string;
   /** Standard Webhooks secret (`whsec_…`) that signs scheduler job notifications sent to webhook targets. */
   SCHEDULER_WEBHOOK_SECRET?: string;
 }

@@ -7,6 +7,7 @@ import { createApp } from "./http/app";
 import { createLogger } from "./observability/logger";
 import { runSchedulerTick } from "./scheduler/tick";
 
+export { IdempotencyDO } from "./idempotency/IdempotencyDO";
 export { SessionDO } from "./sessions/SessionDO";
 
 const app = createApp();

@@ -61,7 +61,7 @@ describe("S1 §1.2 canonical provider example", () => {
       defaults: { model: "kimi-k1-128k" },
     });
     // Every other section takes its default.
-    expect(result.value.http).toEqual({ maxBodyBytes: 1048576 });
+    expect(result.value.http).toEqual({ maxBodyBytes: 1048576, idempotency: { retentionSeconds: 86400 } });
     expect(result.value.agents).toEqual({});
     expect(parseGatewayConfig({ ...raw, agents: { main: {} } })).toMatchObject({
       ok: true,

@@ -8,6 +8,7 @@ import {
   parseModelRef,
   resolveAgentModel,
   resolveConfiguredModelRef,
+  toApiModelId,
 } from "../src/config/model-ref";
 import { parseGatewayConfig } from "../src/config/parse";
 import type { GatewayConfig } from "../src/config/schema";
@@ -88,6 +89,14 @@ describe("resolveConfiguredModelRef (S1 §1.4)", () => {
 
   it("apiModelId maps the config's model id to the id sent on the wire", () => {
     expect(resolveConfiguredModelRef(config(), "moonshot:kimi-latest").apiModelId).toBe("moonshot-v1-128k");
+  });
+
+  it("S5 §6.5: toApiModelId maps canonical refs (string or object) to the provider API id, and refuses what does not resolve", () => {
+    expect(toApiModelId(config(), "moonshot:kimi-latest")).toBe("moonshot-v1-128k");
+    expect(toApiModelId(config(), { provider: "moonshot", model: "kimi-latest" })).toBe("moonshot-v1-128k");
+    expect(toApiModelId(config(), "moonshot:kimi-k1-128k")).toBe("kimi-k1-128k");
+    expect(toApiModelId(config(), "ollama:llama3:8b")).toBe("llama3:8b");
+    expect(() => toApiModelId(config(), "moonshot:kimi-k9")).toThrow('unknown model "kimi-k9" for provider "moonshot"');
   });
 
   const failures: [string, string, string][] = [

@@ -103,6 +103,16 @@ export function resolveConfiguredModelRef(config: Pick<GatewayConfig, "models">,
  * The gateway-wide default model ref: `models.default`, or else the one
  * provider that declares `defaults.model`. Ambiguity is an error, not a guess.
  */
+/**
+ * S5 §6.5 analogue: a canonical model ref (`provider:model` or `{provider, model}`) → the model id the
+ * provider's API expects (`models.providers.<p>.models.<m>.apiModelId`, else the model id itself). The one
+ * place this mapping happens; the provider adapter sends `ResolvedModel.apiModelId`, which is this.
+ * Throws `ModelRefError` for a ref that does not resolve.
+ */
+export function toApiModelId(config: Pick<GatewayConfig, "models">, ref: ModelRefInput): string {
+  return resolveConfiguredModelRef(config, ref).apiModelId;
+}
+
 export function defaultModelRef(config: Pick<GatewayConfig, "models">): ModelRefInput {
   if (config.models.default !== undefined) return config.models.default;
   const candidates = Object.entries(config.models.providers).filter(([, p]) => p.enabled && p.defaults);

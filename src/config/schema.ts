@@ -126,6 +126,16 @@ export const HttpConfig = z.strictObject({
     .min(1024)
     .max(100 * 1024 * 1024)
     .default(1024 * 1024),
+  /** `Idempotency-Key` on POST /v1/runs and /v1/chat/messages: how long a completed request's response is replayed. */
+  idempotency: z.strictObject({ retentionSeconds: z.int().min(60).max(604_800).default(86_400) }).default({ retentionSeconds: 86_400 }),
+});
+
+/** Gateway tool callbacks from sandboxes (S5 §Gateway Callback Contract). */
+export const ToolCallbacksConfig = z.strictObject({
+  /** How long a completed call's result is replayed for a repeated `tool_call_id` (S5: 5 minutes). */
+  retentionSeconds: z.int().min(10).max(86_400).default(300),
+  /** How long a sandbox token minted without `ttl_seconds` stays valid. */
+  sandboxTokenTtlSeconds: z.int().min(60).max(604_800).default(3600),
 });
 
 const RiskClassName = z.enum(["read_only", "draft_only", "side_effect"]);
@@ -228,7 +238,7 @@ export const SchedulerConfig = z.strictObject({
 export type SchedulerConfig = z.infer<typeof SchedulerConfig>;
 
 export const GatewayConfig = z.strictObject({
-  http: HttpConfig.default({ maxBodyBytes: 1024 * 1024 }),
+  http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
   models: z.strictObject({
     /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
     default: ModelRefInput.optional(),
@@ -247,6 +257,7 @@ export const GatewayConfig = z.strictObject({
         channels: {},
         approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
       }),
+      callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
     })
     .default({
       policy: {
@@ -256,6 +267,7 @@ export const GatewayConfig = z.strictObject({
         channels: {},
         approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
       },
+      callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
     }),
   runs: RunsConfig.default({
     maxToolRounds: 8,

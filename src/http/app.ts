@@ -23,6 +23,7 @@ import { GatewayError } from "./errors";
 import { healthRoutes } from "./health";
 import { type AppEnv, createRouter } from "./router";
 import { runRoutes } from "./runs";
+import { toolCallbackRoutes } from "./tool-callbacks";
 import "./context";
 
 /** Max length of a caller-supplied X-Request-Id; longer or odd ones are replaced. */
@@ -123,6 +124,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminAuditRoutes());
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
+  app.route("/", toolCallbackRoutes());
 
   app.notFound((c) =>
     respondWithError(

@@ -3,6 +3,8 @@
  *
  * - `admin`: the single `GATEWAY_ADMIN_TOKEN`.
  * - `api`: `GATEWAY_API_TOKENS`, a comma-separated list of `callerId:token`.
+ * - `sandbox`: tokens minted per session (src/security/sandbox-token.ts), accepted only on that session's
+ *   tool-callback routes (src/http/tool-callbacks.ts), where every other caller is 403.
  *
  * Scopes are disjoint: an admin token on an api route is 403, and the other
  * way round. Tokens are compared in constant time (SHA-256 digests compared
@@ -17,8 +19,8 @@ import { GatewayError } from "./errors";
 
 export type Scope = "admin" | "api";
 
-/** Who made the request, once authenticated. */
-export type Principal = { scope: "admin" } | { scope: "api"; callerId: string };
+/** Who made the request, once authenticated (`sandbox`: a sandbox token on a tool-callback route, S5 §6.3). */
+export type Principal = { scope: "admin" } | { scope: "api"; callerId: string } | { scope: "sandbox"; sessionId: string; tokenId: string };
 
 /** Configured tokens shorter than this are refused (and logged once): they are guessable. */
 export const MIN_TOKEN_LENGTH = 16;

@@ -11,6 +11,7 @@ import type { SessionIdentity } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
 const IdPart = z.string().regex(KEY_PART, "1-128 characters of letters, digits and + . _ @ = -");
@@ -31,14 +32,19 @@ const postMessage = createRoute({
   method: "post",
   path: "/v1/chat/messages",
   summary: "Send a chat message (queues a run), or /new and /resume <session_id>",
-  middleware: [requireScope("api"), requireJsonBody] as const,
-  request: { body: { required: true, content: { "application/json": { schema: ChatMessageRequest } } } },
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
+  description: IDEMPOTENCY_DESCRIPTION,
+  request: {
+    body: { required: true, content: { "application/json": { schema: ChatMessageRequest } } },
+    headers: z.object({ "idempotency-key": IdempotencyKeyHeader }),
+  },
   responses: {
     200: { description: "/new or /resume answered at once", content: { "application/json": { schema: Immediate } } },
     202: { description: "Message stored, run queued", content: { "application/json": { schema: Queued } } },
     400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
     401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
     404: { description: "Unknown agent or session", content: { "application/json": { schema: ErrorEnvelope } } },
+    ...idempotencyErrors,
   },
 });
 
@@ -78,12 +84,15 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
 
     const principal = c.get("principal");
     await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
+    // Under an Idempotency-Key, a re-attempt of the same use of the key returns the run the first one queued.
+    const idempotency = c.get("idempotency");
     const queued = await session.enqueueMessage(identity, {
       message: body.message,
       source: "http",
       limits: agent.session,
       spec: buildRunSpec(config, body.agent_id, "http"),
       ...(principal?.scope === "api" ? { callerId: principal.callerId } : {}),
+      ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     });
     return c.json({ id: queued.runId, status: "queued" as const, session_id: queued.sessionId }, 202);
   });

@@ -20,12 +20,15 @@ import type { SessionDO } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
 export const RunRequest = z
   .strictObject({
     agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
     message: z.string().min(1).max(100_000),
+    /** S5 session type of the run's new session: `setup` gets the setup task and the setup-only tools. */
+    session_type: z.enum(["ordinary", "setup"]).optional(),
   })
   .openapi("RunRequest");
 
@@ -73,18 +76,20 @@ const postRun = createRoute({
   method: "post",
   path: "/v1/runs",
   summary: "Queue a run of an agent in a fresh, isolated session",
-  middleware: [requireScope("api"), requireJsonBody] as const,
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
   description:
     "Answers 202 at once. With `Prefer: wait=<seconds>` (at most 60) it answers 200 with the finished run if it ends in that time " +
-    "(header `Preference-Applied`), and 202 otherwise.",
+    "(header `Preference-Applied`), and 202 otherwise. " +
+    IDEMPOTENCY_DESCRIPTION,
   request: {
     body: { required: true, content: { "application/json": { schema: RunRequest } } },
-    headers: z.object({ prefer: z.string().optional() }),
+    headers: z.object({ prefer: z.string().optional(), "idempotency-key": IdempotencyKeyHeader }),
   },
   responses: {
     200: { description: "The run finished within the Prefer: wait time", content: { "application/json": { schema: RunSchema } } },
     202: { description: "Run queued", content: { "application/json": { schema: Queued } } },
     400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
+    ...idempotencyErrors,
     ...errors,
   },
 });
@@ -244,14 +249,23 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const agent = config.agents[body.agent_id] as (typeof config.agents)[string];
     const callerId = callerOf(c) as string;
     await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
-    // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller.
-    const nonce = crypto.randomUUID().replaceAll("-", "");
+    // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
+    // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).
+    const idempotency = c.get("idempotency");
+    const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
     const key = parseSessionKey(`agent:${body.agent_id}:http:${callerId}:run:${nonce}`);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
     const queued = await session.enqueueMessage(
-      { sessionKey: formatSessionKey(key.key), agentId: body.agent_id },
-      { message: body.message, source: "http", limits: agent.session, spec: buildRunSpec(config, body.agent_id, "http"), callerId },
+      { sessionKey: formatSessionKey(key.key), agentId: body.agent_id, sessionType: body.session_type ?? "ordinary" },
+      {
+        message: body.message,
+        source: "http",
+        limits: agent.session,
+        spec: buildRunSpec(config, body.agent_id, "http"),
+        callerId,
+        ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
+      },
     );
     const wait = preferWait(c.req.header("Prefer"));
     if (wait !== null) {

@@ -47,7 +47,7 @@ export interface ChatResult {
   attempts: number;
 }
 
-export type ProviderFailure = "auth" | "rate_limited" | "server_error" | "timeout" | "unreachable" | "bad_request" | "unknown_tool";
+export type ProviderFailure = "auth" | "rate_limited" | "server_error" | "timeout" | "unreachable" | "bad_request";
 
 /** A provider call that failed; `message` is ours (the provider's text may echo the key). */
 export class ProviderError extends GatewayError {
@@ -110,15 +110,10 @@ function prepare(req: ChatRequest, o: AdapterOptions) {
   return { client, map, wire };
 }
 
-function mapToolCall(
-  id: string,
-  wireName: string,
-  rawArgs: string,
-  fromWire: (w: string) => string | undefined,
-  model: ResolvedModel,
-): ToolCall {
-  const name = fromWire(wireName);
-  if (!name) throw new ProviderError("unknown_tool", `${model.ref} called a tool that was not offered ("${wireName.slice(0, 64)}")`, false);
+function mapToolCall(id: string, wireName: string, rawArgs: string, fromWire: (w: string) => string | undefined): ToolCall {
+  // A name that was not offered is passed on as the model wrote it (at most 128 characters): the policy gate
+  // answers it with tool.not_found or policy.denied as a tool result, and the run goes on (S3 §1.3).
+  const name = fromWire(wireName) ?? wireName.slice(0, 128);
   let args: Record<string, unknown> | string = rawArgs;
   try {
     const parsed = JSON.parse(rawArgs || "{}");
@@ -159,7 +154,7 @@ export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<Ch
   );
   const choice = completion.choices[0];
   const toolCalls = (choice?.message.tool_calls ?? []).flatMap((t) =>
-    t.type === "function" ? [mapToolCall(t.id, t.function.name, t.function.arguments, map.fromWire, req.model)] : [],
+    t.type === "function" ? [mapToolCall(t.id, t.function.name, t.function.arguments, map.fromWire)] : [],
   );
   return {
     content: choice?.message.content ?? "",
@@ -228,8 +223,6 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
   } catch (err) {
     throw classifyProviderError(err, req.model);
   }
-  const toolCalls = [...calls.entries()]
-    .sort(([a], [b]) => a - b)
-    .map(([, c]) => mapToolCall(c.id, c.name, c.args, map.fromWire, req.model));
+  const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => mapToolCall(c.id, c.name, c.args, map.fromWire));
   yield { type: "done", result: { content, toolCalls, finishReason, usage, attempts } };
 }

@@ -19,6 +19,7 @@ import type { ChatCompletionMessageParam } from "openai/resources/chat/completio
 import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context/budget";
 import { capText } from "../context/caps";
 import { GatewayError } from "../http/errors";
+import { abandon, type Begin, begin, canonicalJson, complete, requestHash } from "../idempotency/store";
 import type { Logger } from "../observability/logger";
 import {
   assemblePromptStack,
@@ -40,7 +41,14 @@ import "../tools/builtin";
 import { honeypotArgs } from "../tools/builtin/message";
 import { checkHoneypot } from "../tools/honeypot";
 import { decide, type GateDecision } from "../tools/policy";
-import { tools as defaultRegistry, type ToolDefinition, type ToolOutcome, type ToolRegistry } from "../tools/registry";
+import {
+  tools as defaultRegistry,
+  type SessionToolHost,
+  type SessionType,
+  type ToolDefinition,
+  type ToolOutcome,
+  type ToolRegistry,
+} from "../tools/registry";
 import { lockedSchemaHash, schemaHash } from "../tools/schema-lock";
 import { toWireName } from "../tools/wire-names";
 import {
@@ -82,6 +90,14 @@ import { parseToolCallMarkers, TOOL_CALLS_BEGIN, TOOL_CALLS_END, toolResultMessa
 export const MAX_EXECUTIONS = 3;
 
 /** What the engine needs from its SessionDO. */
+/** How long a run tool call's outcome stays in the idempotency store when the run spec does not say. */
+const DEFAULT_TOOL_RETENTION_MS = 5 * 60_000;
+
+/** Why a setup-only tool is refused outside setup sessions (S5 §6.2). */
+export function setupOnlyReason(tool: string): string {
+  return `${tool} is available only in setup sessions`;
+}
+
 export interface RunHost {
   sql: Sql;
   storage: DurableObjectStorage;
@@ -113,6 +129,10 @@ export interface RunHost {
   capabilities(): readonly string[];
   /** Called after each lifecycle event is written, inside the same storage transaction; `actor` for the audit. */
   onEvent?(event: RunEvent, actor: string): void;
+  /** The session's S5 type (setup sessions alone get setup-only tools); `ordinary` when absent. */
+  sessionType?(): SessionType;
+  /** What the session offers S5 tools for a call of `runId`. */
+  toolHost?(runId: string): SessionToolHost;
 }
 
 type Finish =
@@ -320,12 +340,16 @@ export class RunEngine {
     }
   }
 
-  /** The tools offered to the model: allowlisted and registered, each once under its canonical name. */
+  /**
+   * The tools offered to the model: allowlisted and registered, each once under its canonical name.
+   * Setup-only tools (S5 §6.2) are offered in setup sessions only.
+   */
   #offeredTools(spec: RunSpec): ToolDefinition[] {
     const seen = new Set<ToolDefinition>();
+    const setup = this.#sessionType() === "setup";
     for (const name of spec.tools) {
       const def = this.#registry.get(name);
-      if (def) seen.add(def);
+      if (def && (!def.setupOnly || setup)) seen.add(def);
     }
     return [...seen].sort((a, b) => a.name.localeCompare(b.name));
   }
@@ -348,7 +372,8 @@ export class RunEngine {
       recovery,
       userMessage,
       toolCatalog,
-      ...(spec.task ? { task: spec.task } : {}),
+      // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
+      ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
     };
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
@@ -768,6 +793,9 @@ export class RunEngine {
       policy_id: decision.policy_id,
       outcome: decision.outcome,
     });
+    // S5 §6.2, defense in depth: a setup-only tool is refused outside setup sessions even if a model names it.
+    if (def?.setupOnly && decision.outcome !== "denied" && this.#sessionType() !== "setup")
+      decision = { ...decision, outcome: "denied", code: "policy.denied", reason: setupOnlyReason(def.name) };
     if (decision.outcome === "denied")
       return {
         paused: false,
@@ -956,8 +984,45 @@ export class RunEngine {
     });
   }
 
-  /** The handler under the request's timeout and the run's cancellation; a throw becomes internal.error. */
+  #sessionType(): SessionType {
+    return this.#host.sessionType?.() ?? "ordinary";
+  }
+
+  /**
+   * The handler, recorded in the session's idempotency store (DESIGN "Idempotency": the store of tool
+   * callbacks serves run tool calls too) under `tool:<name>` and `<run>:<round>:<tool_call_id>` — model
+   * tool call ids repeat across runs. An outcome stored there (the call finished but the run's own record
+   * of it did not survive a crash) is replayed instead of running the tool again.
+   */
   async #runHandler(
+    request: ToolRequest,
+    call: ToolExecutionRow,
+    def: ToolDefinition,
+    runSignal: AbortSignal,
+    spec: RunSpec,
+  ): Promise<ToolOutcome> {
+    const { sql, storage } = this.#host;
+    const scope = `tool:${def.name}`;
+    const key = `${request.run_id}:${call.round}:${call.tool_call_id}`;
+    const hash = await requestHash(canonicalJson(request.input));
+    let stored: Begin = { kind: "new" };
+    storage.transactionSync(() => {
+      stored = begin(sql, scope, key, hash, Date.now());
+      if (stored.kind === "in_flight") {
+        // Left by an interrupted attempt that the engine has decided to run again (read_only): start afresh.
+        abandon(sql, scope, key);
+        stored = begin(sql, scope, key, hash, Date.now());
+      }
+    });
+    const first = stored as Begin;
+    if (first.kind === "replay") return JSON.parse(first.response) as ToolOutcome;
+    const outcome = await this.#invokeHandler(request, call, def, runSignal, spec);
+    complete(sql, scope, key, JSON.stringify(outcome), Date.now(), spec.idempotencyRetentionMs ?? DEFAULT_TOOL_RETENTION_MS);
+    return outcome;
+  }
+
+  /** The handler under the request's timeout and the run's cancellation; a throw becomes internal.error. */
+  async #invokeHandler(
     request: ToolRequest,
     call: ToolExecutionRow,
     def: ToolDefinition,
@@ -991,6 +1056,7 @@ export class RunEngine {
           toolCallId: call.tool_call_id,
           signal: controller.signal,
           timeoutMs,
+          session: this.#host.toolHost?.(runId),
         }),
         timeout,
       ]);

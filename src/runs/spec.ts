@@ -35,8 +35,10 @@ export interface RunSpec {
   honeypot: HoneypotConfig | null;
   /** S4 §4 global network allowlist for `http.get`; null = none. */
   netAllowlist: string[] | null;
-  /** L5 task mode (S5 §System Prompt Selection): `automation` for runs a scheduled job started; absent otherwise. */
-  task?: "automation";
+  /** L5 task mode (S5 §System Prompt Selection): `automation` for runs a scheduled job started, `setup` in setup sessions. */
+  task?: "automation" | "setup";
+  /** How long a tool call's outcome stays in the session's idempotency store (`tools.callbacks.retentionSeconds`). */
+  idempotencyRetentionMs?: number;
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
   debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
 }
@@ -67,5 +69,6 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     honeypot: config.tools.policy.honeypot ? structuredClone(config.tools.policy.honeypot) : null,
     netAllowlist: config.tools.policy.netAllowlist ? [...config.tools.policy.netAllowlist] : null,
     debugContent: { ...config.logging.debugContent },
+    idempotencyRetentionMs: config.tools.callbacks.retentionSeconds * 1000,
   };
 }

@@ -15,12 +15,13 @@ import { type ModelWindow, OverBudgetError } from "../context/budget";
 import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
 import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context/history";
+import { begin, canonicalJson, complete, nextExpiry as nextIdempotencyExpiry, purgeExpired, requestHash } from "../idempotency/store";
 import { createLogger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
 import { classifyChannel } from "../prompts/channels";
 import type { PromptManifest } from "../prompts/manifest";
 import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
-import { RunEngine } from "../runs/engine";
+import { RunEngine, setupOnlyReason } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
 import { mintRunId } from "../runs/ids";
 import type { RunSpec } from "../runs/spec";
@@ -37,9 +38,19 @@ import {
 } from "../runs/store";
 import { type RunView, runView } from "../runs/view";
 import { deliverNotifications, enqueueNotify, type NotifySpec, nextNotifyAt } from "../scheduler/notify";
-import { redactAcrossBoundary, redactText, secretValuesFromEnv } from "../security/redact";
+import { redactAcrossBoundary, redactJson, redactText, secretValuesFromEnv } from "../security/redact";
 import { createSql, migrate, type Sql } from "../storage/sql";
+import { s5WireArgs } from "../tools/builtin/s5";
 import type { ToolRequest, ToolResponse } from "../tools/envelope";
+import { decide, type ToolPolicy } from "../tools/policy";
+import {
+  type AutomationCompletion,
+  type SessionToolHost,
+  type SessionType,
+  type ToolDefinition,
+  type ToolOutcome,
+  tools,
+} from "../tools/registry";
 import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey } from "./archive";
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
 import { parseSessionKey } from "./keys";
@@ -64,6 +75,21 @@ import {
 export interface SessionIdentity {
   sessionKey: string;
   agentId: string;
+  /** S5 session type, fixed when the session is created (`ordinary` unless said). */
+  sessionType?: SessionType;
+}
+
+/** A gateway tool callback's answer (S5): the body, or an HTTP-level refusal. */
+export type ToolCallbackAnswer =
+  | { status: 200; body: { success: boolean; result: string; data?: unknown }; replayed: boolean }
+  | { status: 404 | 409 | 410 | 422; code: "resource.not_found" | "conflict" | "gone" | "idempotency.mismatch"; message: string };
+
+/** What the Worker resolves from the configuration for a callback (the SessionDO never reads the config). */
+export interface ToolCallbackPolicy {
+  allow: string[];
+  policy: ToolPolicy;
+  retentionMs: number;
+  timeoutMs: number;
 }
 
 export interface SessionLimitsInput {
@@ -103,6 +129,13 @@ const DEFAULT_KEEP_TURNS = 4;
 const HISTORY_WINDOW = 400;
 
 const newId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+
+type CallbackBody = Extract<ToolCallbackAnswer, { status: 200 }>;
+
+/** A callback answer that is a tool-level failure (`success: false`), never an HTTP error. */
+function refusedCallback(result: string): CallbackBody {
+  return { status: 200, body: { success: false, result }, replayed: false };
+}
 
 export class SessionDO extends DurableObject<Env> {
   readonly #sql: Sql;
@@ -157,14 +190,26 @@ export class SessionDO extends DurableObject<Env> {
         const row = this.#sql.one<{ state: string }>`SELECT state FROM checkpoint WHERE id = 1`;
         return row ? State.parse(JSON.parse(row.state)).capabilities_granted : [];
       },
+      sessionType: () => this.#sessionType(),
+      toolHost: (runId) => this.#toolHost(runId),
     });
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {
       this.#schemaVersion = migrate(ctx.storage, this.#sql, SESSION_MIGRATIONS);
       this.#sql.run`INSERT INTO session_meta (key, value) VALUES ('created_at', ${new Date().toISOString()}) ON CONFLICT (key) DO NOTHING`;
       // Work left by an interrupted run is picked up again even if its alarm was lost.
-      if (nextRunnable(this.#sql) && (await ctx.storage.getAlarm()) === null) await ctx.storage.setAlarm(Date.now());
+      if (nextRunnable(this.#sql)) await this.#alarmNow();
     });
+  }
+
+  /**
+   * Makes the alarm fire now unless it already will: an alarm set for later (an approval expiry, a stored
+   * answer's expiry, a notification retry) must not hold back work queued now.
+   */
+  async #alarmNow(): Promise<void> {
+    const now = Date.now();
+    const at = await this.ctx.storage.getAlarm();
+    if (at === null || at > now) await this.ctx.storage.setAlarm(now);
   }
 
   #wake(runId: string): void {
@@ -211,6 +256,7 @@ export class SessionDO extends DurableObject<Env> {
     try {
       await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
       this.#engine.expireOverdue();
+      purgeExpired(this.#sql, Date.now());
       await this.#engine.drain();
       await this.#flushAudit();
       await this.#writeBundles();
@@ -226,9 +272,13 @@ export class SessionDO extends DurableObject<Env> {
   async #scheduleNext(): Promise<void> {
     const now = Date.now();
     if (nextRunnable(this.#sql)) return this.ctx.storage.setAlarm(now);
-    const times = [nextExpiry(this.#sql), nextFlushAt(this.#sql, now), this.#bundleRetryAt, nextNotifyAt(this.#sql, now)].filter(
-      (t): t is number => t !== null,
-    );
+    const times = [
+      nextExpiry(this.#sql),
+      nextFlushAt(this.#sql, now),
+      this.#bundleRetryAt,
+      nextNotifyAt(this.#sql, now),
+      nextIdempotencyExpiry(this.#sql),
+    ].filter((t): t is number => t !== null);
     if (times.length > 0) return this.ctx.storage.setAlarm(Math.min(...times));
     return this.ctx.storage.deleteAlarm();
   }
@@ -279,6 +329,193 @@ export class SessionDO extends DurableObject<Env> {
     });
   }
 
+  /** The session's S5 type (`ordinary` before the session exists). */
+  #sessionType(): SessionType {
+    const row = this.#sql.one<{ session_type: string }>`SELECT session_type FROM session_state WHERE id = 1`;
+    return row?.session_type === "setup" ? "setup" : "ordinary";
+  }
+
+  /** What this session offers S5 tools for a call of `runId` (null: a callback outside any run). */
+  #toolHost(runId: string | null): SessionToolHost {
+    const session = this.#currentSession();
+    return {
+      sessionId: session.sessionId,
+      sessionType: this.#sessionType(),
+      runId,
+      checkpoint: () => {
+        const row = this.#sql.one<{ state: string; revision: number; updated_ts: number }>`
+          SELECT state, revision, updated_ts FROM checkpoint WHERE id = 1`;
+        return row
+          ? { state: JSON.parse(row.state) as unknown, revision: row.revision, updated_ts: new Date(row.updated_ts * 1000).toISOString() }
+          : { state: EMPTY_STATE, revision: 0, updated_ts: null };
+      },
+      recordCompletion: (c) => {
+        const existing = this.#sql.one<AutomationCompletion & Record<string, SqlStorageValue>>`
+          SELECT completion_id, run_id, outcome, summary, tool_call_id, recorded_at FROM automation_completions WHERE completion_id = ${c.completion_id}`;
+        if (existing) {
+          const same = existing.run_id === c.run_id && existing.outcome === c.outcome && existing.summary === c.summary;
+          return { status: same ? "duplicate" : "conflict", completion: { ...existing } };
+        }
+        if (!getRun(this.#sql, c.run_id)) return { status: "unknown_run" };
+        const completion: AutomationCompletion = { ...c, recorded_at: new Date().toISOString() };
+        this.ctx.storage.transactionSync(() => {
+          this.#sql.run`INSERT INTO automation_completions (completion_id, run_id, outcome, summary, tool_call_id, recorded_at)
+                        VALUES (${c.completion_id}, ${c.run_id}, ${c.outcome}, ${c.summary}, ${c.tool_call_id}, ${completion.recorded_at})`;
+          this.#enqueueSessionAudit("automation.completed", "tool", { ...completion }, c.run_id);
+        });
+        return { status: "recorded", completion };
+      },
+      audit: (eventType, payload) => {
+        this.ctx.storage.transactionSync(() => this.#enqueueSessionAudit(eventType, "tool", payload, runId ?? undefined));
+      },
+    };
+  }
+
+  /** Tool callbacks executing now, by idempotency key: a duplicate arriving meanwhile waits for the same answer. */
+  readonly #callbacks = new Map<string, Promise<CallbackBody>>();
+
+  /**
+   * A gateway tool callback from a sandbox (S5 §Gateway Callback Contract, §6.3), executed here once per
+   * `(tool, tool_call_id)`: the key is recorded as in flight before the tool runs; a duplicate while it runs
+   * gets the same answer; a completed answer is replayed for `retentionMs`; the same key with other
+   * arguments is refused (422). All of it is in this object's storage, so it survives eviction and restarts.
+   * A key left in flight by an earlier instance (it was interrupted) is answered as interrupted, not re-run.
+   */
+  async toolCallback(
+    sessionId: string,
+    calledAs: string,
+    toolCallId: string,
+    args: Record<string, unknown>,
+    p: ToolCallbackPolicy,
+  ): Promise<ToolCallbackAnswer> {
+    const row = this.#sql.one<{ session_id: string }>`SELECT session_id FROM session_state WHERE id = 1`;
+    if (!row) return { status: 404, code: "resource.not_found", message: `no session ${sessionId}` };
+    if (row.session_id !== sessionId)
+      return { status: 410, code: "gone", message: `session ${sessionId} was archived; mint a sandbox token for the current session` };
+    const registry = tools;
+    const def = registry.get(calledAs);
+    if (!def) return refusedCallback(`tool.not_found: unknown tool "${calledAs}"`);
+    const input = s5WireArgs(def.name, args) as Record<string, unknown>;
+    const scope = `tool:${def.name}`;
+    const hash = await requestHash(canonicalJson(input));
+    const key = `${scope}\n${toolCallId}`;
+    // From here to the promise being registered nothing is awaited: the check and the claim are one step.
+    const first = begin(this.#sql, scope, toolCallId, hash, Date.now());
+    if (first.kind === "mismatch")
+      return {
+        status: 422,
+        code: "idempotency.mismatch",
+        message: `tool_call_id ${toolCallId} was already used for ${def.name} with different arguments`,
+      };
+    if (first.kind === "replay") return { ...(JSON.parse(first.response) as CallbackBody), replayed: true };
+    if (first.kind === "in_flight") {
+      const running = this.#callbacks.get(key);
+      if (running) return { ...(await running), replayed: true };
+      const interrupted = refusedCallback(
+        `internal.error: an earlier attempt of this call (tool_call_id ${toolCallId}) was interrupted before it finished, so its effect is unknown; check before retrying with a new tool_call_id`,
+      );
+      complete(this.#sql, scope, toolCallId, JSON.stringify(interrupted), Date.now(), p.retentionMs);
+      return interrupted;
+    }
+    const work = this.#runCallback(def, input, toolCallId, p);
+    this.#callbacks.set(key, work);
+    try {
+      const answer = await work;
+      complete(this.#sql, scope, toolCallId, JSON.stringify(answer), Date.now(), p.retentionMs);
+      await this.#scheduleNext();
+      return answer;
+    } finally {
+      this.#callbacks.delete(key);
+    }
+  }
+
+  /** Gates and runs one callback; every outcome is an S5 `{success, result, data?}` body (redacted). */
+  async #runCallback(
+    def: ToolDefinition,
+    input: Record<string, unknown>,
+    toolCallId: string,
+    p: ToolCallbackPolicy,
+  ): Promise<CallbackBody> {
+    const session = this.#currentSession();
+    const secrets = secretValuesFromEnv(this.env);
+    const decision = decide({
+      calledAs: def.name,
+      registry: tools,
+      agentId: session.agentId,
+      allow: p.allow,
+      channel: "sandbox",
+      policy: p.policy,
+    });
+    let outcome: ToolOutcome;
+    if (decision.outcome === "denied") outcome = { ok: false, error: { code: decision.code ?? "policy.denied", message: decision.reason } };
+    else if (decision.outcome === "requires_approval")
+      outcome = {
+        ok: false,
+        error: { code: "policy.denied", message: `${def.name} needs a human approval, which tool callbacks cannot wait for` },
+      };
+    else if (def.setupOnly && this.#sessionType() !== "setup")
+      outcome = { ok: false, error: { code: "policy.denied", message: setupOnlyReason(def.name) } };
+    else outcome = await this.#invokeCallbackHandler(def, input, toolCallId, p.timeoutMs);
+    const body = outcome.ok
+      ? {
+          success: true,
+          result: redactText(outcome.summary ?? `${def.name} succeeded`, secrets),
+          data: redactJson(outcome.output ?? null, secrets).value,
+        }
+      : { success: false, result: redactText(`${outcome.error.code}: ${outcome.error.message}`, secrets) };
+    this.ctx.storage.transactionSync(() =>
+      this.#enqueueSessionAudit("tool.callback", "sandbox", {
+        tool: def.name,
+        tool_call_id: toolCallId,
+        success: outcome.ok,
+        ...(outcome.ok ? {} : { code: outcome.error.code }),
+        gate: decision.outcome,
+      }),
+    );
+    return { status: 200, body, replayed: false };
+  }
+
+  async #invokeCallbackHandler(
+    def: ToolDefinition,
+    input: Record<string, unknown>,
+    toolCallId: string,
+    timeoutMs: number,
+  ): Promise<ToolOutcome> {
+    const session = this.#currentSession();
+    const running = this.#sql.one<{ id: string }>`
+      SELECT id FROM runs WHERE session_id = ${session.sessionId} ORDER BY (status = 'running') DESC, message_seq DESC LIMIT 1`;
+    const controller = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<ToolOutcome>((resolve) => {
+      timer = setTimeout(() => {
+        controller.abort();
+        resolve({ ok: false, error: { code: "timeout", message: `${def.name} did not finish within ${timeoutMs} ms` } });
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([
+        def.handler(input, {
+          env: this.env,
+          agentId: session.agentId,
+          runId: running?.id ?? "",
+          sessionKey: session.sessionKey,
+          channel: "sandbox",
+          toolCallId,
+          capabilities: [],
+          netAllowlist: null,
+          signal: controller.signal,
+          timeoutMs,
+          session: this.#toolHost(running?.id ?? null),
+        }),
+        timeout,
+      ]);
+    } catch {
+      return { ok: false, error: { code: "internal.error", message: `${def.name} failed unexpectedly` } };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Today's chain head of this object's audit stream for `day` (for verification). */
   async auditHead(day: string): Promise<{ counter: number; sha256: string }> {
     return auditHead(this.#sql, day);
@@ -292,7 +529,7 @@ export class SessionDO extends DurableObject<Env> {
   /** Records an admin action on this session as an audit event (S3 §3), and makes sure the alarm will ship it. */
   async #auditAdmin(eventType: string, payload: Record<string, unknown>): Promise<void> {
     this.ctx.storage.transactionSync(() => this.#enqueueSessionAudit(eventType, "admin", payload));
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
+    await this.#alarmNow();
   }
 
   /** Queues an audit event outside a run's lifecycle (its own per-session seq); call inside a transaction. */
@@ -317,7 +554,7 @@ export class SessionDO extends DurableObject<Env> {
   async recordAuditEvent(identity: SessionIdentity, eventType: string, actor: string, payload: Record<string, unknown>): Promise<void> {
     await this.#state(identity);
     this.ctx.storage.transactionSync(() => this.#enqueueSessionAudit(eventType, actor, payload));
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
+    await this.#alarmNow();
   }
 
   /** Admin: approves or denies a pending approval (S1 §3.3); the run resumes from the alarm. */
@@ -358,8 +595,8 @@ export class SessionDO extends DurableObject<Env> {
     const sessionId = newId("ses");
     const now = new Date().toISOString();
     this.ctx.storage.transactionSync(() => {
-      this.#sql
-        .run`INSERT INTO session_state (id, session_key, agent_id, session_id) VALUES (1, ${identity.sessionKey}, ${identity.agentId}, ${sessionId})`;
+      this.#sql.run`INSERT INTO session_state (id, session_key, agent_id, session_id, session_type)
+                    VALUES (1, ${identity.sessionKey}, ${identity.agentId}, ${sessionId}, ${identity.sessionType ?? "ordinary"})`;
       this.#sql.run`INSERT INTO generations (session_id, started_at) VALUES (${sessionId}, ${now})`;
     });
     await this.#index(identity.sessionKey, identity.agentId, sessionId);
@@ -459,7 +696,7 @@ export class SessionDO extends DurableObject<Env> {
       const actor = input.callerId ? `api:${input.callerId}` : input.job ? "scheduler" : "system";
       enqueueAudit(this.#sql, auditFromRunEvent(created, actor, secrets));
     });
-    if (input.spec && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
+    if (input.spec) await this.#alarmNow();
     await this.#enforceLimits(state, input.limits);
     await this.#refreshIndex(state.sessionKey, state.sessionId);
     return { runId, sessionId: state.sessionId, seq: (row as TranscriptRow).seq };

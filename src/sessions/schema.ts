@@ -2,6 +2,8 @@
  * The SessionDO's SQLite schema, as ordered migrations (see docs/storage.md).
  * Append new entries; never edit one that has shipped.
  */
+
+import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
 
 export const SESSION_MIGRATIONS: Migrations = [
@@ -225,5 +227,18 @@ export const SESSION_MIGRATIONS: Migrations = [
      last_error TEXT,
      delivered_at TEXT,
      reported INTEGER NOT NULL
+   );`,
+  // v12: S5 tools and durable idempotency. The session's S5 type (setup sessions alone get setup-only tools);
+  // the idempotency store of tool calls — sandbox callbacks and run tool calls — keyed by (tool scope, call id);
+  // automation completions, one per completion_id.
+  `ALTER TABLE session_state ADD COLUMN session_type TEXT NOT NULL DEFAULT 'ordinary';
+   ${IDEMPOTENCY_SCHEMA}
+   CREATE TABLE automation_completions (
+     completion_id TEXT PRIMARY KEY,
+     run_id TEXT NOT NULL,
+     outcome TEXT NOT NULL,
+     summary TEXT,
+     tool_call_id TEXT NOT NULL,
+     recorded_at TEXT NOT NULL
    );`,
 ];

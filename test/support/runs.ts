@@ -23,6 +23,11 @@ export async function call(app: App, method: string, path: string, body?: unknow
     },
     env,
   );
+  return readResponse(res);
+}
+
+/** A response's status, JSON body (null when it is not JSON: SSE, empty), text and headers. */
+export async function readResponse(res: Response) {
   const text = await res.text();
   let json: any = null;
   try {

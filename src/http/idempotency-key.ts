@@ -1,0 +1,198 @@
+/**
+ * The `Idempotency-Key` request header (draft-ietf-httpapi-idempotency-key-header;
+ * DESIGN "Idempotency") for `POST /v1/runs` and `POST /v1/chat/messages`.
+ *
+ * - No header: nothing changes.
+ * - The key is 1–255 visible ASCII characters, sent bare or as a structured-field
+ *   string (`"…"`, as the draft writes it); anything else is 400 naming the header.
+ * - Keys are scoped per caller (one `IdempotencyDO` each, `api:<callerId>`) and per
+ *   route; the request is identified by the SHA-256 of method, path and raw body.
+ * - First use: the key is recorded in flight, the route runs, and its answer
+ *   (status, body, content type, `Preference-Applied`) is stored for
+ *   `http.idempotency.retentionSeconds`. A repeat with the same body replays it
+ *   (header `Idempotent-Replayed: true`); a repeat while the first is in flight is
+ *   `409 conflict`; the same key with a different body is `422 idempotency.mismatch`.
+ * - Not stored: 5xx answers, errors that escape the error funnel, and 429 refusals
+ *   (nothing was done and `Retry-After` says when to come back). The key is released
+ *   so the client can retry.
+ * - A Worker that dies mid-request leaves the key in flight; after a minute the next
+ *   repeat takes it over. Routes derive their run's dispatch key from the attempt
+ *   token set here (`c.get("idempotency")`), so every re-attempt of one use of a key
+ *   lands on the same run.
+ */
+import { z } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { requestHash } from "../idempotency/store";
+import { redactText, secretValuesFromEnv } from "../security/redact";
+import { GatewayError } from "./errors";
+import { type AppEnv, ErrorEnvelopeSchema } from "./router";
+
+export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
+export const IDEMPOTENT_REPLAYED_HEADER = "Idempotent-Replayed";
+
+/** For the routes' OpenAPI `request.headers` (the middleware does the checking, so the schema stays loose). */
+export const IdempotencyKeyHeader = z.string().optional().openapi({
+  description: "1-255 visible ASCII characters (bare or as a quoted string); makes the request safe to repeat",
+  example: "8e03978e-40d5-43e8-bc93-6894a57f9324",
+});
+
+/** For the routes' OpenAPI descriptions. */
+export const IDEMPOTENCY_DESCRIPTION =
+  "With `Idempotency-Key` a repeat of the same request (same body) replays the stored answer with header " +
+  "`Idempotent-Replayed: true`; 409 while the first is still in flight, 422 `idempotency.mismatch` for a different body. " +
+  "Keys are the caller's own and are kept `http.idempotency.retentionSeconds` (default one day); 5xx and 429 answers are not kept.";
+
+/** For the routes' OpenAPI responses. */
+export const idempotencyErrors = {
+  409: {
+    description: "A request with this Idempotency-Key is still in flight",
+    content: { "application/json": { schema: ErrorEnvelopeSchema } },
+  },
+  422: {
+    description: "This Idempotency-Key was used for a different request",
+    content: { "application/json": { schema: ErrorEnvelopeSchema } },
+  },
+} as const;
+
+/** What a route needs to make its effect idempotent under the key. */
+export interface IdempotencyContext {
+  /** The key as the client sent it (unquoted). */
+  key: string;
+  /** The caller the key belongs to. */
+  callerId: string;
+  /** The token of this use of the key: the same for every re-attempt, new once the key has expired (32 hex). */
+  attempt: string;
+  /** For SessionDO `enqueueMessage`: a re-attempt returns the run the first one queued. */
+  dispatchKey: string;
+}
+
+declare module "hono" {
+  interface ContextVariableMap {
+    /** Set by `idempotencyKey()`: the request's `Idempotency-Key`, or undefined when it has none. */
+    idempotency: IdempotencyContext | undefined;
+  }
+}
+
+const VISIBLE_ASCII = /^[\x21-\x7e]{1,255}$/;
+/** RFC 8941 sf-string: printable ASCII in double quotes, `\"` and `\\` escaped. */
+const SF_STRING = /^"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"$/;
+
+/** The key named by a header value, or null when the value is not a valid key. A value that opens a quote must be a whole sf-string. */
+export function parseIdempotencyKey(value: string): string | null {
+  if (!value.startsWith('"')) return VISIBLE_ASCII.test(value) ? value : null;
+  const quoted = SF_STRING.exec(value);
+  const key = quoted ? (quoted[1] as string).replace(/\\(["\\])/g, "$1") : "";
+  return VISIBLE_ASCII.test(key) ? key : null;
+}
+
+/** What identifies a request under its key: SHA-256 of method, path and the raw body text. */
+export function idempotencyFingerprint(method: string, path: string, body: string): Promise<string> {
+  return requestHash(`${method.toUpperCase()} ${path}\n${body}`);
+}
+
+/** The store scope of a route's keys. */
+export function idempotencyScope(method: string, path: string): string {
+  return `http:${method.toUpperCase()} ${path}`;
+}
+
+/** The name of the caller's IdempotencyDO. */
+export function idempotencyObjectName(callerId: string): string {
+  return `api:${callerId}`;
+}
+
+/** The dispatch key of one use of an idempotency key (the attempt token is fixed-length, so this is unambiguous). */
+export function idempotencyDispatchKey(callerId: string, attempt: string, key: string): string {
+  return `idem:${callerId}:${attempt}:${key}`;
+}
+
+/** A stored answer. */
+interface StoredResponse {
+  status: number;
+  content_type: string | null;
+  preference_applied: string | null;
+  body: string;
+}
+
+/** The stored answer again, through the context so the app's own headers (X-Request-Id) are on it too. */
+function replay(c: Context<AppEnv>, text: string): Response {
+  const stored = JSON.parse(text) as StoredResponse;
+  const headers: Record<string, string> = { [IDEMPOTENT_REPLAYED_HEADER]: "true" };
+  if (stored.content_type) headers["Content-Type"] = stored.content_type;
+  if (stored.preference_applied) headers["Preference-Applied"] = stored.preference_applied;
+  return c.body(stored.body, stored.status as ContentfulStatusCode, headers);
+}
+
+/** Whether an answer is kept for replay: 5xx (the request may not have been processed) and 429 (refused, retry later) are not. */
+const storable = (status: number) => status < 500 && status !== 429;
+
+/** The middleware; put it after authentication and `requireJsonBody`, before the route's validators. */
+export function idempotencyKey(): MiddlewareHandler<AppEnv> {
+  return async function idempotencyKey(c, next) {
+    const header = c.req.header(IDEMPOTENCY_KEY_HEADER);
+    if (header === undefined) {
+      c.set("idempotency", undefined);
+      return next();
+    }
+    const key = parseIdempotencyKey(header);
+    if (key === null) {
+      throw new GatewayError(
+        "invalid.request",
+        `${IDEMPOTENCY_KEY_HEADER} must be 1-255 visible ASCII characters (bare or as a quoted string)`,
+      );
+    }
+    const principal = c.get("principal");
+    const callerId = principal?.scope === "api" ? principal.callerId : "admin";
+    const stub = c.env.IDEMPOTENCY.getByName(idempotencyObjectName(callerId));
+    const scope = idempotencyScope(c.req.method, c.req.path);
+    const hash = await idempotencyFingerprint(c.req.method, c.req.path, await c.req.text());
+    const retentionMs = c.get("config").http.idempotency.retentionSeconds * 1000;
+
+    const begun = await stub.begin(scope, key, hash, Date.now(), retentionMs);
+    if (begun.kind === "replay") return replay(c, begun.response);
+    if (begun.kind === "in_flight") {
+      throw new GatewayError("conflict", `a request with this ${IDEMPOTENCY_KEY_HEADER} is still being processed; retry later`);
+    }
+    if (begun.kind === "mismatch") {
+      throw new GatewayError("idempotency.mismatch", `this ${IDEMPOTENCY_KEY_HEADER} was already used for a different request`);
+    }
+
+    c.set("idempotency", { key, callerId, attempt: begun.attempt, dispatchKey: idempotencyDispatchKey(callerId, begun.attempt, key) });
+    try {
+      await next();
+    } catch (err) {
+      // Not even the error funnel answered: release the key and let the error go on.
+      await release(c, () => stub.abandon(scope, key));
+      throw err;
+    }
+    const res = c.res;
+    if (!storable(res.status)) {
+      await release(c, () => stub.abandon(scope, key));
+      return;
+    }
+    const stored: StoredResponse = {
+      status: res.status,
+      content_type: res.headers.get("Content-Type"),
+      preference_applied: res.headers.get("Preference-Applied"),
+      body: redactText(await res.clone().text(), secretValuesFromEnv(c.env)),
+    };
+    await release(c, () => stub.complete(scope, key, JSON.stringify(stored), Date.now(), retentionMs));
+  };
+}
+
+/**
+ * Writes the outcome of a request under its key. A failure here must not cost the caller its
+ * answer: the key then stays in flight, and the next repeat takes it over after a minute.
+ */
+async function release(c: Context<AppEnv>, write: () => Promise<void>): Promise<void> {
+  try {
+    await write();
+  } catch (err) {
+    c.get("logger")?.log("warn", "http.error", {
+      request_id: c.get("requestId") ?? "",
+      code: "internal.error",
+      status: c.res.status,
+      error_name: err instanceof Error ? err.name : typeof err,
+    });
+  }
+}

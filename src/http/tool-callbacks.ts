@@ -1,0 +1,175 @@
+/**
+ * Gateway tool callbacks (S5 §Gateway Callback Contract, §6.3; DESIGN §3 "Auth"):
+ *   POST /api/admin/sessions/{session_id}/sandbox-token   admin: mints a token bound to that one session
+ *   POST /v1/sessions/{session_id}/tools/{tool_name}       sandbox: {tool_call_id, args} → {success, result, data?}
+ *   POST /proliferate/{session_id}/tools/{tool_name}       the same, at S5's path
+ *
+ * On the callback routes only a valid sandbox token for that very session is accepted: no token, an api
+ * token, the admin token, another session's token or an expired one are all 403 (S5: "reject any
+ * non-sandbox caller regardless of bearer token presence"). The call runs in the session's Durable
+ * Object, once per `(tool, tool_call_id)`, durably (see SessionDO.toolCallback). Tool-level failures are
+ * `200 {success:false, result}` with an actionable message; HTTP errors are for the transport: a bad body
+ * (400), an unknown or archived session (404, 410), a key reused with other arguments (422).
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../security/sandbox-token";
+import { findSessionKey } from "../sessions/index-d1";
+import { SESSION_ID } from "../sessions/keys";
+import type { SessionDO, ToolCallbackAnswer } from "../sessions/SessionDO";
+import { requireScope } from "./auth";
+import { GatewayError } from "./errors";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+
+const json = (schema: z.ZodType) => ({ "application/json": { schema } });
+const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });
+
+/** S5 callback body: the call's idempotency key and the tool's arguments. */
+export const CallbackRequest = z
+  .strictObject({
+    tool_call_id: z
+      .string()
+      .min(1)
+      .max(200)
+      .regex(/^[A-Za-z0-9_.:-]+$/, "letters, digits and _ . : - (at most 200)"),
+    args: z.record(z.string(), z.unknown()).default({}),
+  })
+  .openapi("ToolCallbackRequest");
+
+const CallbackResult = z.object({ success: z.boolean(), result: z.string(), data: z.unknown().optional() }).openapi("ToolCallbackResult");
+
+const forbidden = { description: "Not this session's sandbox token", content: json(ErrorEnvelope) };
+
+function callbackRoute(path: string, summary: string) {
+  return createRoute({
+    method: "post",
+    path,
+    summary,
+    middleware: [requireSandbox(), requireJsonBody] as const,
+    request: {
+      params: SessionParam.extend({ tool_name: z.string().min(1).max(100) }),
+      body: { required: true, content: json(CallbackRequest) },
+    },
+    responses: {
+      200: { description: "The tool's answer (also for tool-level failures: success false)", content: json(CallbackResult) },
+      400: { description: "Malformed body", content: json(ErrorEnvelope) },
+      403: forbidden,
+      404: { description: "No such session", content: json(ErrorEnvelope) },
+      410: { description: "The session was archived (/new)", content: json(ErrorEnvelope) },
+      422: { description: "tool_call_id reused with different arguments", content: json(ErrorEnvelope) },
+    },
+  });
+}
+
+const mintRoute = createRoute({
+  method: "post",
+  path: "/api/admin/sessions/{session_id}/sandbox-token",
+  summary: "Mint a sandbox token for one session's tool callbacks",
+  middleware: [requireScope("admin")] as const,
+  request: {
+    params: SessionParam,
+    body: {
+      required: false,
+      content: json(z.strictObject({ ttl_seconds: z.int().min(60).max(604_800).optional() }).openapi("SandboxTokenRequest")),
+    },
+  },
+  responses: {
+    201: {
+      description: "The token (shown once; it is not stored)",
+      content: json(
+        z.object({ token: z.string(), token_id: z.string(), session_id: z.string(), expires_at: z.string() }).openapi("SandboxToken"),
+      ),
+    },
+    401: { description: "Missing or invalid token", content: json(ErrorEnvelope) },
+    404: { description: "No such session", content: json(ErrorEnvelope) },
+    503: { description: "SANDBOX_TOKEN_SECRET is not set", content: json(ErrorEnvelope) },
+  },
+});
+
+const notThisSession = (sessionId: string) =>
+  new GatewayError("auth.forbidden", `this route accepts only the sandbox token of session ${sessionId}`);
+
+/** Middleware: a valid, unexpired sandbox token for the route's session; anything else is 403. */
+export function requireSandbox(): MiddlewareHandler<AppEnv> {
+  return async function requireSandbox(c, next) {
+    const sessionId = c.req.param("session_id") ?? "";
+    const match = /^Bearer ([^\s]+)$/i.exec(c.req.header("Authorization") ?? "");
+    const verdict = match?.[1]
+      ? await verifySandboxToken(c.env.SANDBOX_TOKEN_SECRET, match[1], sessionId, Math.floor(Date.now() / 1000))
+      : null;
+    if (!verdict?.ok) throw notThisSession(sessionId);
+    c.set("principal", { scope: "sandbox", sessionId, tokenId: verdict.claims.jti });
+    await next();
+  };
+}
+
+/** The SessionDO of a session id, through the D1 index of generations. */
+async function sessionStub(
+  env: Env,
+  sessionId: string,
+): Promise<{ stub: DurableObjectStub<SessionDO>; sessionKey: string; agentId: string }> {
+  const found = await findSessionKey(env.DB, sessionId);
+  if (!found) throw new GatewayError("resource.not_found", `no session ${sessionId}`);
+  return { stub: env.SESSIONS.getByName(found.sessionKey), ...found };
+}
+
+/** The routes. */
+export function toolCallbackRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(mintRoute, async (c) => {
+    const { session_id } = c.req.valid("param");
+    const secret = c.env.SANDBOX_TOKEN_SECRET;
+    if (!sandboxSecretUsable(secret))
+      throw new GatewayError(
+        "sandbox.unavailable",
+        "sandbox tokens need the SANDBOX_TOKEN_SECRET secret (at least 32 characters), which is not set",
+      );
+    const { stub, sessionKey, agentId } = await sessionStub(c.env, session_id);
+    const body = (await c.req.json().catch(() => ({}))) as { ttl_seconds?: number };
+    const ttl = body.ttl_seconds ?? c.get("config").tools.callbacks.sandboxTokenTtlSeconds;
+    const { token, claims } = await mintSandboxToken(secret, session_id, Math.floor(Date.now() / 1000), ttl);
+    const expiresAt = new Date(claims.exp * 1000).toISOString();
+    await stub.recordAuditEvent({ sessionKey, agentId }, "sandbox_token.minted", "admin", {
+      token_id: claims.jti,
+      session_id,
+      expires_at: expiresAt,
+    });
+    return c.json({ token, token_id: claims.jti, session_id, expires_at: expiresAt }, 201);
+  });
+
+  const handler = async (c: Parameters<Parameters<typeof app.openapi>[1]>[0]) => {
+    const { session_id, tool_name } = c.req.param() as { session_id: string; tool_name: string };
+    const body = CallbackRequest.parse(await c.req.json());
+    const config = c.get("config");
+    const { stub, agentId } = await sessionStub(c.env, session_id);
+    const agent = Object.hasOwn(config.agents, agentId) ? config.agents[agentId] : undefined;
+    const answer = (await stub.toolCallback(session_id, tool_name, body.tool_call_id, body.args, {
+      allow: agent ? [...agent.tools.allow] : [],
+      policy: {
+        id: config.tools.policy.id,
+        risks: [...config.tools.policy.risks],
+        approvalRequired: [...config.tools.policy.approvalRequired],
+        channels: structuredClone(config.tools.policy.channels),
+      },
+      retentionMs: config.tools.callbacks.retentionSeconds * 1000,
+      timeoutMs: config.runs.toolTimeoutMs.max,
+    })) as ToolCallbackAnswer;
+    if (answer.status !== 200) throw new GatewayError(answer.code, answer.message);
+    c.get("logger").log("info", "tool.callback", {
+      session_id,
+      tool: tool_name,
+      tool_call_id: body.tool_call_id,
+      success: answer.body.success,
+      replayed: answer.replayed,
+    });
+    if (answer.replayed) c.header("Idempotent-Replayed", "true");
+    return c.json(answer.body, 200);
+  };
+  app.openapi(
+    callbackRoute("/v1/sessions/{session_id}/tools/{tool_name}", "Run a gateway-mediated tool for a sandbox (S5)"),
+    handler as never,
+  );
+  app.openapi(callbackRoute("/proliferate/{session_id}/tools/{tool_name}", "The same callback at S5's path"), handler as never);
+  return app;
+}
