@@ -11,6 +11,11 @@ export const TEST_SECRETS = {
   MOONSHOT_API_KEY: "sk-test-moonshot-key-0123456789abcdef",
   // A channel secret, so the leak scan can prove it never lands anywhere.
   TELEGRAM_BOT_TOKEN: "7000000001:AAcanaryCanaryCanaryCanaryCanary0123",
+  // Chat channels (issue 10).
+  TELEGRAM_WEBHOOK_SECRET: "telegram-webhook-secret_0123456789",
+  SLACK_SIGNING_SECRET: "slacksigningsecret0123456789abcdef",
+  SLACK_BOT_TOKEN: "xoxb-0000000000-canary-slack-bot-token",
+  STANDARD_WEBHOOK_SECRET: "whsec_c3RhbmRhcmQtY2hhbm5lbC10ZXN0LWtleQ==",
   // Signs sandbox tokens for the S5 tool-callback routes.
   SANDBOX_TOKEN_SECRET: "test-sandbox-token-secret-0123456789abcdef",
   // Signs job notifications (Standard Webhooks); 24 key bytes.

@@ -10,6 +10,16 @@ interface GatewaySecrets {
   GATEWAY_API_TOKENS?: string;
   /** API key of the `moonshot` provider; other providers use `<PROVIDERID>_API_KEY`. */
   MOONSHOT_API_KEY?: string;
+  /** Telegram: the webhook's secret_token (1–256 of A-Za-z0-9_-), checked on every update. */
+  TELEGRAM_WEBHOOK_SECRET?: string;
+  /** Telegram: the bot token (`123456:ABC…`), for sendMessage; its numeric id is the session account. */
+  TELEGRAM_BOT_TOKEN?: string;
+  /** Slack: the app's signing secret (v0 signatures). */
+  SLACK_SIGNING_SECRET?: string;
+  /** Slack: the bot token (`xoxb-…`), for chat.postMessage. */
+  SLACK_BOT_TOKEN?: string;
+  /** Standard Webhooks channel: the `whsec_…` key inbound messages are verified with and replies are signed with. */
+  STANDARD_WEBHOOK_SECRET?: string;
   /** HMAC key (≥ 32 characters) that signs sandbox tokens for the tool-callback routes (S5). */
   SANDBOX_TOKEN_SECRET?: string;
   /** Standard Webhooks secret (`whsec_…`) that signs scheduler job notifications sent to webhook targets. */

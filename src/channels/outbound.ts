@@ -32,6 +32,10 @@ export interface SendContext {
   agentId: string;
   /** Aborted when the tool call times out or the run is cancelled. */
   signal: AbortSignal;
+  /** The Worker env (bot tokens are read from it at send time). */
+  env?: Env;
+  /** The channel platform's API base URL when the channel is enabled in the run's configuration. */
+  apiBaseUrl?: string | undefined;
 }
 
 export interface ChannelSender {

@@ -218,6 +218,37 @@ export const LoggingConfig = z.strictObject({
     .default({ enabled: false, redactEmails: true, redactPhones: true }),
 });
 
+/** An API base URL for a channel platform: https, or http only for a loopback address (a local mock or Bot API server). */
+const ChannelApiBase = z
+  .url()
+  .max(512)
+  .refine((u) => {
+    const url = new URL(u);
+    return url.protocol === "https:" || (url.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname));
+  }, "must be an https URL (http only for a loopback address)")
+  .transform((u) => u.replace(/\/+$/, ""));
+
+/**
+ * Chat channels (issue 10; S1 §2.4). Secrets are Worker secrets, never config: TELEGRAM_WEBHOOK_SECRET,
+ * TELEGRAM_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN, STANDARD_WEBHOOK_SECRET.
+ */
+export const ChannelsConfig = z.strictObject({
+  telegram: z
+    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://api.telegram.org") })
+    .default({ enabled: false, apiBaseUrl: "https://api.telegram.org" }),
+  slack: z
+    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://slack.com/api") })
+    .default({ enabled: false, apiBaseUrl: "https://slack.com/api" }),
+  standard: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      /** Where replies to Standard Webhooks messages are POSTed (signed the same way); absent = no replies. */
+      replyUrl: ChannelApiBase.optional(),
+    })
+    .default({ enabled: false }),
+});
+export type ChannelsConfig = z.infer<typeof ChannelsConfig>;
+
 /** Delivery of a job run's output to `notify.target` (S3 §4 notify; DESIGN "Scheduler"). */
 export const SchedulerNotifyConfig = z.strictObject({
   /** Deliveries per firing, the first included (network errors, timeouts, 408, 429 and 5xx are retried). */
@@ -245,8 +276,12 @@ export const GatewayConfig = z.strictObject({
     providers: z.record(ProviderId, ProviderConfig),
   }),
   agents: z.record(AgentId, AgentConfig).default({}),
-  /** Channel adapters (Telegram, Slack, Standard Webhooks); filled by the channels work. */
-  channels: z.strictObject({}).default({}),
+  /** Chat channels: Telegram, Slack, Standard Webhooks (each off unless enabled). */
+  channels: ChannelsConfig.default({
+    telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
+    slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
+    standard: { enabled: false },
+  }),
   /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
   tools: z
     .strictObject({

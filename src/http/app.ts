@@ -24,6 +24,7 @@ import { healthRoutes } from "./health";
 import { type AppEnv, createRouter } from "./router";
 import { runRoutes } from "./runs";
 import { toolCallbackRoutes } from "./tool-callbacks";
+import { webhookRoutes } from "./webhooks";
 import "./context";
 
 /** Max length of a caller-supplied X-Request-Id; longer or odd ones are replaced. */
@@ -125,6 +126,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
   app.route("/", toolCallbackRoutes());
+  app.route("/", webhookRoutes());
 
   app.notFound((c) =>
     respondWithError(

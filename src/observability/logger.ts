@@ -78,6 +78,8 @@ export interface LogEvents {
     deferred: number;
     duration_ms: number;
   };
+  /** One per chat-channel message accepted (a duplicate delivery is the same run). Never the text. */
+  "channel.message": { channel: string; agent_id: string; run_id: string; duplicate: boolean };
   /** One per gateway tool callback answered (S5): never its arguments or result. */
   "tool.callback": { session_id: string; tool: string; tool_call_id: string; success: boolean; replayed: boolean };
   /** One per firing handed over (or not): never the job's message. */

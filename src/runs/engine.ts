@@ -1057,6 +1057,7 @@ export class RunEngine {
           signal: controller.signal,
           timeoutMs,
           session: this.#host.toolHost?.(runId),
+          channelApis: spec.channelApis,
         }),
         timeout,
       ]);

@@ -37,6 +37,8 @@ export interface RunSpec {
   netAllowlist: string[] | null;
   /** L5 task mode (S5 §System Prompt Selection): `automation` for runs a scheduled job started, `setup` in setup sessions. */
   task?: "automation" | "setup";
+  /** API base URLs of the chat channels enabled when the run was accepted (for `message.send`). */
+  channelApis?: Record<string, string>;
   /** How long a tool call's outcome stays in the session's idempotency store (`tools.callbacks.retentionSeconds`). */
   idempotencyRetentionMs?: number;
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
@@ -70,5 +72,9 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     netAllowlist: config.tools.policy.netAllowlist ? [...config.tools.policy.netAllowlist] : null,
     debugContent: { ...config.logging.debugContent },
     idempotencyRetentionMs: config.tools.callbacks.retentionSeconds * 1000,
+    channelApis: {
+      ...(config.channels.telegram.enabled ? { telegram: config.channels.telegram.apiBaseUrl } : {}),
+      ...(config.channels.slack.enabled ? { slack: config.channels.slack.apiBaseUrl } : {}),
+    },
   };
 }

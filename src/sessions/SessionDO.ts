@@ -11,6 +11,7 @@ import { writeRunBundle } from "../audit/bundles";
 import { auditEvent, auditFromRunEvent } from "../audit/event";
 import { auditHead, enqueueAudit, flushAudit, nextFlushAt, outboxSize } from "../audit/outbox";
 import { recordAuditStream } from "../audit/streams";
+import { deliverReplies, enqueueReply, nextReplyAt, type ReplyTarget } from "../channels/replies";
 import { type ModelWindow, OverBudgetError } from "../context/budget";
 import type { ContextCaps, ContextMessage } from "../context/caps";
 import { compact } from "../context/compaction";
@@ -261,6 +262,13 @@ export class SessionDO extends DurableObject<Env> {
       await this.#flushAudit();
       await this.#writeBundles();
       await this.#deliverNotifications();
+      await deliverReplies({
+        sql: this.#sql,
+        storage: this.ctx.storage,
+        env: this.env,
+        secrets: secretValuesFromEnv(this.env),
+        audit: (eventType, runId, payload) => this.#enqueueSessionAudit(eventType, "system", payload, runId),
+      });
       await isolateLogSinks(this.env.AUDIT).sinks.flush();
     } finally {
       this.#draining = false;
@@ -278,6 +286,7 @@ export class SessionDO extends DurableObject<Env> {
       this.#bundleRetryAt,
       nextNotifyAt(this.#sql, now),
       nextIdempotencyExpiry(this.#sql),
+      nextReplyAt(this.#sql),
     ].filter((t): t is number => t !== null);
     if (times.length > 0) return this.ctx.storage.setAlarm(Math.min(...times));
     return this.ctx.storage.deleteAlarm();
@@ -642,6 +651,8 @@ export class SessionDO extends DurableObject<Env> {
       dispatchKey?: string;
       job?: { jobId: string; scheduledFor: string; missed: number };
       notify?: NotifySpec | null;
+      /** A chat channel's reply target: the run's final answer goes back there once (issue 10). */
+      reply?: ReplyTarget;
     },
   ): Promise<{ runId: string; sessionId: string; seq: number; duplicate?: boolean }> {
     const state = await this.#state(identity);
@@ -679,6 +690,7 @@ export class SessionDO extends DurableObject<Env> {
                     VALUES (${runId}, ${state.sessionId}, ${input.source}, ${state.agentId}, ${input.callerId ?? null}, 'queued', ${row.seq},
                             ${input.spec ? JSON.stringify(input.spec) : null}, ${now.toISOString()}, ${now.toISOString()}, ${input.dispatchKey ?? null})`;
       if (input.notify) enqueueNotify(this.#sql, runId, input.notify);
+      if (input.reply) enqueueReply(this.#sql, runId, input.reply);
       const created = appendEvent(
         this.#sql,
         { id: runId, agent_id: state.agentId },

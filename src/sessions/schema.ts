@@ -3,6 +3,7 @@
  * Append new entries; never edit one that has shipped.
  */
 
+import { REPLY_SCHEMA } from "../channels/replies";
 import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
 
@@ -241,4 +242,6 @@ export const SESSION_MIGRATIONS: Migrations = [
      tool_call_id TEXT NOT NULL,
      recorded_at TEXT NOT NULL
    );`,
+  // v13: chat-channel replies (issue 10): one outbox row per run a channel message started, sent once from the alarm.
+  REPLY_SCHEMA,
 ];

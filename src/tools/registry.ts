@@ -69,6 +69,8 @@ export interface ToolContext {
   /** Aborted when the call's `timeout_ms` elapses or the run is cancelled. */
   signal: AbortSignal;
   timeoutMs: number;
+  /** API base URLs of the enabled chat channels (`telegram`, `slack`), for `message.send`. */
+  channelApis?: Readonly<Record<string, string>> | undefined;
   /** The session's side of S5 tools; present whenever a SessionDO runs the call. */
   session?: SessionToolHost | undefined;
 }

@@ -49,6 +49,7 @@ export function runConfig(
     provider?: Record<string, unknown>;
     agentId?: string;
     scheduler?: Record<string, unknown>;
+    channels?: Record<string, unknown>;
   } = {},
 ): GatewayConfig {
   const raw: GatewayConfigInput = {
@@ -68,6 +69,7 @@ export function runConfig(
     ...(o.policy ? { tools: { policy: o.policy as never } } : {}),
     ...(o.logging ? { logging: o.logging as never } : {}),
     ...(o.scheduler ? { scheduler: o.scheduler as never } : {}),
+    ...(o.channels ? { channels: o.channels as never } : {}),
   };
   const result = parseGatewayConfig(raw);
   if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);

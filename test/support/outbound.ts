@@ -229,6 +229,45 @@ async function hookAnswer(scenario: string, request: Request, url: URL): Promise
   return new Response(status === 200 ? "ok" : "no", { status, headers: status === 301 ? { location: "https://ok.hook.test/" } : {} });
 }
 
+/** A message a mock chat platform (`*.telegram.test`, `*.slack.test`) received. */
+export interface PlatformPost {
+  host: string;
+  method: string;
+  body: Record<string, unknown>;
+  /** Whether the bot token was presented (in the path for Telegram, as a bearer token for Slack). */
+  authorized: boolean;
+  answered: number;
+}
+const platformPosts: PlatformPost[] = [];
+
+/**
+ * Chat platform APIs: Telegram Bot API at `https://<scenario>[-x].telegram.test/bot<token>/sendMessage`, Slack Web API at
+ * `https://<scenario>[-x].slack.test/api/chat.postMessage`. Scenarios: `ok`; `flaky` — the first `fail` (default 1, from a
+ * host label `flaky<n>`) posts to the host answer 429 (Telegram `retry_after: 0`) or 500, then ok; `down` always 500.
+ * Seen at `GET https://mock.control/platform?host=<host>`.
+ */
+async function platformAnswer(kind: "telegram" | "slack", scenario: string, request: Request, url: URL): Promise<Response> {
+  const body = (await request.json().catch(() => ({}))) as Record<string, unknown>;
+  const earlier = platformPosts.filter((p) => p.host === url.hostname).length;
+  const flaky = /^flaky(\d*)$/.exec(scenario);
+  const failFirst = flaky ? Number(flaky[1] || 1) : 0;
+  const authorized =
+    kind === "telegram"
+      ? /^\/bot\d+:[A-Za-z0-9_-]+\//.test(url.pathname)
+      : (request.headers.get("authorization") ?? "").startsWith("Bearer xoxb-");
+  let status = 200;
+  if (scenario === "down" || (flaky && earlier < failFirst)) status = kind === "telegram" && flaky ? 429 : 500;
+  platformPosts.push({ host: url.hostname, method: url.pathname.split("/").at(-1) ?? "", body, authorized, answered: status });
+  if (kind === "telegram") {
+    if (status === 429)
+      return json({ ok: false, error_code: 429, description: "Too Many Requests: retry after 0", parameters: { retry_after: 0 } }, 429);
+    if (status !== 200) return json({ ok: false, error_code: status, description: "Internal Server Error" }, status);
+    return json({ ok: true, result: { message_id: 1000 + earlier, chat: { id: body.chat_id }, text: body.text } });
+  }
+  if (status !== 200) return json({ ok: false, error: "internal_error" }, status);
+  return json({ ok: true, channel: body.channel, ts: `1700000000.${String(100000 + earlier)}` });
+}
+
 /** Miniflare `outboundService`. */
 export async function outboundService(request: Request): Promise<Response> {
   const url = new URL(request.url);
@@ -240,12 +279,15 @@ export async function outboundService(request: Request): Promise<Response> {
     }
     if (url.pathname === "/bodies" && host) return json(bodies.get(host) ?? []);
     if (url.pathname === "/hooks" && host) return json(hooks.filter((h) => h.host === host));
+    if (url.pathname === "/platform" && host) return json(platformPosts.filter((p) => p.host === host));
     return json(host ? recorded.filter((r) => r.host === host) : recorded);
   }
   recorded.push({ method: request.method, host: url.hostname, path: url.pathname, authorized: request.headers.has("authorization") });
   const provider = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.provider\.test$/.exec(url.hostname);
   if (provider?.[1] === "script") return scriptedAnswer(url.hostname, request, url);
   if (provider?.[1]) return providerAnswer(provider[1], request, url);
+  const platform = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.(telegram|slack)\.test$/.exec(url.hostname);
+  if (platform?.[1]) return platformAnswer(platform[2] as "telegram" | "slack", platform[1], request, url);
   const hook = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.hook\.test$/.exec(url.hostname);
   if (hook?.[1]) return hookAnswer(hook[1], request, url);
   const web = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.web\.test$/.exec(url.hostname);

@@ -17,6 +17,7 @@
  */
 import { z } from "zod";
 import { CHANNEL_NAME, channelSenders } from "../../channels/outbound";
+import "../../channels/senders";
 import {
   type HoneypotConfig,
   honeypotRecipient,
@@ -115,7 +116,7 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
         sent = await untilAborted(
           sender.send(
             { to: input.to, recipientType: input.recipient_type, text, attachments: input.attachments ?? [] },
-            { agentId: ctx.agentId, signal: ctx.signal },
+            { agentId: ctx.agentId, signal: ctx.signal, env: ctx.env, apiBaseUrl: ctx.channelApis?.[input.channel] },
           ),
           ctx.signal,
         );

@@ -1,0 +1,238 @@
+/**
+ * Channel replies (issue 10; S1 §5.5): when a run started by a chat message
+ * ends, its final answer goes back to where the message came from — once.
+ *
+ * The reply is an outbox row written in the same transaction as the run (in
+ * the SessionDO that holds it) and sent from the object's alarm; external
+ * channels never stream, so there is exactly one reply per turn, sent when the
+ * run has ended. "Exactly once" is kept like this:
+ *
+ * - before each part is sent the row is marked `sending` (committed), and after
+ *   the platform accepted it the part is counted — a retry continues with the
+ *   next part, never repeats one;
+ * - a platform that ANSWERED with a failure (429, 5xx, a retryable Slack error)
+ *   did not post the message: the part is retried with backoff (honouring
+ *   `retry_after`), at most `MAX_ATTEMPTS` attempts;
+ * - a send with no answer (the connection dropped, or the object died while a
+ *   row was `sending`) may have been posted: Telegram and Slack have no
+ *   idempotency key, so it is NOT sent again — the reply is marked `unknown`
+ *   and audited. Standard Webhooks receivers dedupe on `webhook-id`, so there it
+ *   is retried.
+ */
+import { redactText } from "../security/redact";
+import type { Sql } from "../storage/sql";
+import { postSlackMessage } from "./slack";
+import { signWebhook, webhookKey } from "./standard-webhooks";
+import { sendTelegramMessage, splitTelegramText } from "./telegram";
+
+/** Where a reply goes, resolved when the message was accepted. */
+export type ReplyTarget =
+  | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null }
+  | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null }
+  | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string };
+
+export const MAX_ATTEMPTS = 6;
+const BASE_DELAY_MS = 2_000;
+const MAX_DELAY_MS = 10 * 60_000;
+/** Slack accepts up to 40,000 characters; longer answers are sent as several messages in the thread. */
+const SLACK_LIMIT = 39_000;
+
+export const REPLY_SCHEMA = `CREATE TABLE reply_outbox (
+     run_id TEXT PRIMARY KEY,
+     target TEXT NOT NULL,
+     status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'delivered', 'failed', 'unknown', 'skipped')),
+     parts_sent INTEGER NOT NULL DEFAULT 0,
+     message_ids TEXT NOT NULL DEFAULT '[]',
+     attempts INTEGER NOT NULL DEFAULT 0,
+     next_attempt_at INTEGER NOT NULL DEFAULT 0,
+     last_error TEXT,
+     updated_at TEXT NOT NULL
+   );`;
+
+/** Queues the reply of `runId` (call inside the transaction that creates the run). */
+export function enqueueReply(sql: Sql, runId: string, target: ReplyTarget): void {
+  sql.run`INSERT INTO reply_outbox (run_id, target, status, updated_at) VALUES (${runId}, ${JSON.stringify(target)}, 'pending', ${new Date().toISOString()})
+          ON CONFLICT (run_id) DO NOTHING`;
+}
+
+/** When the alarm must next send a reply (a pending reply of a finished run), or null. */
+export function nextReplyAt(sql: Sql): number | null {
+  return (
+    sql.one<{ at: number | null }>`
+      SELECT MIN(o.next_attempt_at) AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
+      WHERE o.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled')`?.at ?? null
+  );
+}
+
+interface Row extends Record<string, SqlStorageValue> {
+  run_id: string;
+  target: string;
+  status: string;
+  parts_sent: number;
+  message_ids: string;
+  attempts: number;
+  run_status: string;
+  run_output: string | null;
+}
+
+export interface ReplyHost {
+  sql: Sql;
+  storage: DurableObjectStorage;
+  env: Pick<Env, "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN" | "STANDARD_WEBHOOK_SECRET">;
+  secrets: readonly string[];
+  /** Records an audit event about the run's reply. */
+  audit(eventType: string, runId: string, payload: Record<string, unknown>): void;
+  fetch?: typeof fetch;
+}
+
+type PartResult =
+  | { ok: true; messageId: string }
+  | { ok: false; retry: boolean; answered: boolean; retryAfterSeconds?: number; error: string };
+
+/** Sends every due reply; first settles rows a previous instance left `sending`. */
+export async function deliverReplies(host: ReplyHost, now = Date.now()): Promise<void> {
+  const { sql } = host;
+  for (const left of sql.all<{ run_id: string; target: string }>`SELECT run_id, target FROM reply_outbox WHERE status = 'sending'`) {
+    const target = JSON.parse(left.target) as ReplyTarget;
+    // A receiver that dedupes (Standard Webhooks) gets it again; Telegram and Slack might already show it.
+    if (target.channel === "standard") sql.run`UPDATE reply_outbox SET status = 'pending' WHERE run_id = ${left.run_id}`;
+    else settle(host, left.run_id, "unknown", "interrupted while sending; not sent again (it may have been posted)");
+  }
+  const due = sql.all<Row>`
+    SELECT o.run_id, o.target, o.status, o.parts_sent, o.message_ids, o.attempts, r.status AS run_status, r.output AS run_output
+    FROM reply_outbox o JOIN runs r ON r.id = o.run_id
+    WHERE o.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled') AND o.next_attempt_at <= ${now}
+    ORDER BY o.next_attempt_at LIMIT 20`;
+  for (const row of due) await deliverOne(host, row);
+}
+
+function settle(host: ReplyHost, runId: string, status: "delivered" | "failed" | "unknown" | "skipped", error: string | null): void {
+  host.storage.transactionSync(() => {
+    host.sql
+      .run`UPDATE reply_outbox SET status = ${status}, last_error = ${error}, updated_at = ${new Date().toISOString()} WHERE run_id = ${runId}`;
+    host.audit(`reply.${status}`, runId, error ? { error } : {});
+  });
+}
+
+/** The text a finished run answers with: the output of a completed run; failed and cancelled runs say so briefly. */
+function replyText(row: Row, secrets: readonly string[]): string {
+  if (row.run_status === "completed") return redactText(row.run_output ?? "", secrets);
+  if (row.run_status === "failed") return "Sorry, I could not answer that just now. Please try again later.";
+  return "";
+}
+
+async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
+  const { sql, storage } = host;
+  const target = JSON.parse(row.target) as ReplyTarget;
+  const text = replyText(row, host.secrets);
+  if (text.trim() === "") return settle(host, row.run_id, "skipped", null);
+  const parts =
+    target.channel === "telegram" ? splitTelegramText(text) : target.channel === "slack" ? splitPlain(text, SLACK_LIMIT) : [text];
+  const ids = JSON.parse(row.message_ids) as string[];
+  let attempts = row.attempts;
+  for (let part = row.parts_sent; part < parts.length; part++) {
+    storage.transactionSync(() => {
+      sql.run`UPDATE reply_outbox SET status = 'sending', updated_at = ${new Date().toISOString()} WHERE run_id = ${row.run_id}`;
+    });
+    const result = await sendPart(host, target, row.run_id, parts[part] as string, part);
+    attempts++;
+    if (result.ok) {
+      ids.push(result.messageId);
+      const done = part === parts.length - 1;
+      storage.transactionSync(() => {
+        sql.run`UPDATE reply_outbox SET status = ${done ? "delivered" : "pending"}, parts_sent = ${part + 1}, message_ids = ${JSON.stringify(ids)},
+                       attempts = ${attempts}, last_error = NULL, updated_at = ${new Date().toISOString()}
+                WHERE run_id = ${row.run_id}`;
+        if (done) host.audit("reply.delivered", row.run_id, { channel: target.channel, parts: parts.length, message_ids: ids });
+      });
+      continue;
+    }
+    if (!result.answered && target.channel !== "standard") {
+      return settle(host, row.run_id, "unknown", `${result.error}; not sent again (it may have been posted)`);
+    }
+    if (!result.retry || attempts >= MAX_ATTEMPTS) return settle(host, row.run_id, "failed", result.error);
+    const wait = Math.max(
+      result.retryAfterSeconds ? result.retryAfterSeconds * 1000 : 0,
+      Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 4 ** (attempts - 1)),
+    );
+    storage.transactionSync(() => {
+      sql.run`UPDATE reply_outbox SET status = 'pending', attempts = ${attempts}, last_error = ${result.error}, next_attempt_at = ${Date.now() + wait},
+                     updated_at = ${new Date().toISOString()}
+              WHERE run_id = ${row.run_id}`;
+      host.audit("reply.retrying", row.run_id, { channel: target.channel, attempt: attempts, error: result.error });
+    });
+    return;
+  }
+}
+
+async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, text: string, part: number): Promise<PartResult> {
+  const signal = AbortSignal.timeout(15_000);
+  if (target.channel === "telegram") {
+    if (!host.env.TELEGRAM_BOT_TOKEN) return { ok: false, retry: false, answered: true, error: "TELEGRAM_BOT_TOKEN is not set" };
+    const r = await sendTelegramMessage({
+      ...(host.fetch ? { fetch: host.fetch } : {}),
+      apiBaseUrl: target.apiBaseUrl,
+      botToken: host.env.TELEGRAM_BOT_TOKEN,
+      chatId: target.chatId,
+      text,
+      ...(target.replyTo !== null && part === 0 ? { replyTo: target.replyTo } : {}),
+      signal,
+    });
+    return r.ok ? { ok: true, messageId: String(r.messageId) } : { ...r, answered: r.status !== null };
+  }
+  if (target.channel === "slack") {
+    if (!host.env.SLACK_BOT_TOKEN) return { ok: false, retry: false, answered: true, error: "SLACK_BOT_TOKEN is not set" };
+    const r = await postSlackMessage({
+      ...(host.fetch ? { fetch: host.fetch } : {}),
+      apiBaseUrl: target.apiBaseUrl,
+      botToken: host.env.SLACK_BOT_TOKEN,
+      channel: target.channel_id,
+      text,
+      threadTs: target.threadTs,
+      signal,
+    });
+    return r.ok ? { ok: true, messageId: r.messageId } : { ...r, answered: r.status !== null };
+  }
+  const key = webhookKey(host.env.STANDARD_WEBHOOK_SECRET);
+  if (!key) return { ok: false, retry: false, answered: true, error: "STANDARD_WEBHOOK_SECRET is not set to a whsec_ secret" };
+  const id = `msg_${runId.slice(-32)}`;
+  const body = JSON.stringify({
+    type: "message.reply",
+    data: { run_id: runId, user_id: target.userId, room_id: target.roomId, in_reply_to: target.inReplyTo, message: text },
+  });
+  const timestamp = Math.floor(Date.now() / 1000);
+  try {
+    const res = await (host.fetch ?? fetch)(target.url, {
+      method: "POST",
+      redirect: "manual",
+      signal,
+      headers: {
+        "content-type": "application/json",
+        "webhook-id": id,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": await signWebhook(key, id, timestamp, body),
+      },
+      body,
+    });
+    await res.body?.cancel();
+    if (res.status >= 200 && res.status < 300) return { ok: true, messageId: id };
+    const retry = res.status === 408 || res.status === 429 || res.status >= 500;
+    return { ok: false, retry, answered: true, error: `receiver answered ${res.status}` };
+  } catch {
+    return { ok: false, retry: true, answered: false, error: "no answer from the reply URL" };
+  }
+}
+
+/** Splits plain text into parts of at most `limit` code units (at a newline when one is near), losslessly. */
+function splitPlain(text: string, limit: number): string[] {
+  const parts: string[] = [];
+  let rest = text;
+  while (rest.length > limit) {
+    let cut = rest.lastIndexOf("\n", limit);
+    if (cut < limit / 2) cut = limit;
+    parts.push(rest.slice(0, cut));
+    rest = rest.slice(cut);
+  }
+  if (rest.length > 0) parts.push(rest);
+  return parts;
+}

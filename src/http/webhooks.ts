@@ -1,0 +1,173 @@
+/**
+ * Chat channels (issue 10; S1 §2.4, §5.1, §5.5; DESIGN "Auth", "Idempotency"):
+ *   POST /webhooks/telegram/{agent_id}   X-Telegram-Bot-Api-Secret-Token
+ *   POST /webhooks/slack/{agent_id}      Slack v0 signature over the raw body (±5 minutes)
+ *   POST /webhooks/standard/{agent_id}   Standard Webhooks (webhook-id / -timestamp / -signature)
+ *
+ * Each route verifies the sender first — a missing or misconfigured secret fails closed (401), never open —
+ * then maps the message to its session key (private chats `dm`, groups `group`), and queues it in that
+ * session's Durable Object with the platform's delivery id as the dispatch key (`telegram:<update_id>`,
+ * `slack:<event_id>`, `standard:<webhook-id>`): a redelivered or concurrently duplicated message is the same
+ * run, deduplicated durably where the run lives. The answer is immediate; the run executes in the object and
+ * its final answer is sent back once (src/channels/replies.ts). Channel text is only ever the L6 user message.
+ * A disabled channel or an unknown agent is 404.
+ */
+
+import type { Context } from "hono";
+import { Hono } from "hono";
+import type { ReplyTarget } from "../channels/replies";
+import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
+import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
+import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
+import { buildRunSpec } from "../runs/spec";
+import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
+import { GatewayError } from "./errors";
+import type { AppEnv } from "./router";
+
+type Channel = "telegram" | "slack" | "standard";
+
+const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
+
+/** The agent of the route, if the channel is enabled and the agent exists. */
+function agentFor(c: Context<AppEnv>, channel: Channel): string {
+  const agentId = c.req.param("agent_id") ?? "";
+  const config = c.get("config");
+  if (!config.channels[channel].enabled) throw new GatewayError("resource.not_found", `the ${channel} channel is not enabled`);
+  if (!Object.hasOwn(config.agents, agentId)) throw new GatewayError("resource.not_found", `unknown agent "${agentId}"`);
+  return agentId;
+}
+
+/** Queues a channel message in its session (deduplicated by `dispatchKey`); returns whether it was new. */
+async function queue(
+  c: Context<AppEnv>,
+  o: { agentId: string; channel: Channel; key: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
+): Promise<{ runId: string; duplicate: boolean }> {
+  const parsed = parseSessionKey(o.key);
+  if (!parsed.ok) throw new GatewayError("invalid.request", parsed.error);
+  const config = c.get("config");
+  const agent = config.agents[o.agentId] as (typeof config.agents)[string];
+  const sessionKey = formatSessionKey(parsed.key);
+  const queued = await c.env.SESSIONS.getByName(sessionObjectName(parsed.key)).enqueueMessage(
+    { sessionKey, agentId: o.agentId },
+    {
+      message: o.message,
+      source: o.channel,
+      limits: agent.session,
+      spec: buildRunSpec(config, o.agentId, o.channel),
+      dispatchKey: o.dispatchKey,
+      ...(o.reply ? { reply: o.reply } : {}),
+    },
+  );
+  c.get("logger").log("info", "channel.message", {
+    channel: o.channel,
+    agent_id: o.agentId,
+    run_id: queued.runId,
+    duplicate: queued.duplicate === true,
+  });
+  return { runId: queued.runId, duplicate: queued.duplicate === true };
+}
+
+/** The webhook routes. */
+export function webhookRoutes(): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.post("/webhooks/telegram/:agent_id", async (c) => {
+    const agentId = agentFor(c, "telegram");
+    if (!(await verifyTelegramSecret(c.env.TELEGRAM_WEBHOOK_SECRET, c.req.header("X-Telegram-Bot-Api-Secret-Token") ?? null)))
+      throw unauthorized("telegram");
+    const botId = botIdFromToken(c.env.TELEGRAM_BOT_TOKEN ?? "");
+    if (!botId) throw unauthorized("telegram"); // without the bot token nothing could be answered: fail closed
+    const update = parseTelegramUpdate(await c.req.json().catch(() => null));
+    if (update.kind === "ignored" || update.fromIsBot) return c.json({ ok: true, ignored: true }, 200);
+    const scope = update.chatType === "private" ? `dm:${update.fromId}` : `group:${update.chatId}`;
+    await queue(c, {
+      agentId,
+      channel: "telegram",
+      key: `agent:${agentId}:telegram:${botId}:${scope}`,
+      message: update.text,
+      dispatchKey: `telegram:${update.updateId}`,
+      reply: {
+        channel: "telegram",
+        apiBaseUrl: c.get("config").channels.telegram.apiBaseUrl,
+        chatId: update.chatId,
+        replyTo: update.messageId,
+      },
+    });
+    return c.json({ ok: true }, 200);
+  });
+
+  app.post("/webhooks/slack/:agent_id", async (c) => {
+    const agentId = agentFor(c, "slack");
+    const raw = await c.req.text();
+    const verdict = await verifySlackSignature(
+      c.env.SLACK_SIGNING_SECRET,
+      { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null },
+      raw,
+      Math.floor(Date.now() / 1000),
+    );
+    if (!verdict.ok) throw unauthorized("slack");
+    let body: unknown = null;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      throw new GatewayError("invalid.request", "the Slack payload is not JSON");
+    }
+    const payload = parseSlackPayload(body);
+    if (payload.kind === "url_verification") return c.json({ challenge: payload.challenge }, 200);
+    if (payload.kind === "ignored") return c.json({ ok: true, ignored: true }, 200);
+    const scope = payload.channelType === "im" ? `dm:${payload.user}` : `group:${payload.channel}`;
+    await queue(c, {
+      agentId,
+      channel: "slack",
+      key: `agent:${agentId}:slack:${payload.teamId}:${scope}`,
+      message: payload.text,
+      // A message is (channel, ts): a retry carries the same event_id, and a mention also arriving as app_mention has another one.
+      dispatchKey: `slack:${payload.channel}:${payload.ts}`,
+      reply: {
+        channel: "slack",
+        apiBaseUrl: c.get("config").channels.slack.apiBaseUrl,
+        channel_id: payload.channel,
+        threadTs: payload.threadTs ?? payload.ts,
+      },
+    });
+    return c.json({ ok: true }, 200);
+  });
+
+  app.post("/webhooks/standard/:agent_id", async (c) => {
+    const agentId = agentFor(c, "standard");
+    const key = webhookKey(c.env.STANDARD_WEBHOOK_SECRET);
+    if (!key) throw unauthorized("standard");
+    const raw = await c.req.text();
+    const id = c.req.header("webhook-id") ?? null;
+    const verdict = await verifyWebhook(
+      key,
+      { id, timestamp: c.req.header("webhook-timestamp") ?? null, signature: c.req.header("webhook-signature") ?? null },
+      raw,
+      Math.floor(Date.now() / 1000),
+    );
+    if (!verdict.ok || !id) throw unauthorized("standard");
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(id))
+      throw new GatewayError("invalid.request", "webhook-id: letters, digits and _ . : - (at most 200)");
+    let body: unknown = null;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      throw new GatewayError("invalid.request", "the body is not JSON");
+    }
+    const inbound = parseStandardInbound(body);
+    if (!inbound.ok) throw new GatewayError("invalid.request", inbound.error);
+    const replyUrl = c.get("config").channels.standard.replyUrl;
+    const { user_id, room_id, message } = inbound.value;
+    const queued = await queue(c, {
+      agentId,
+      channel: "standard",
+      key: `agent:${agentId}:standard:${room_id}:dm:${user_id}`,
+      message,
+      dispatchKey: `standard:${id}`,
+      reply: replyUrl ? { channel: "standard", url: replyUrl, userId: user_id, roomId: room_id, inReplyTo: id } : null,
+    });
+    return c.json({ ok: true, run_id: queued.runId }, 202);
+  });
+
+  return app;
+}
