@@ -21,6 +21,7 @@ import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
 import { GatewayError } from "./errors";
 import { healthRoutes } from "./health";
+import { registerOpenApi } from "./openapi";
 import { type AppEnv, createRouter } from "./router";
 import { runRoutes } from "./runs";
 import { toolCallbackRoutes } from "./tool-callbacks";
@@ -127,6 +128,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminSessionRoutes());
   app.route("/", toolCallbackRoutes());
   app.route("/", webhookRoutes());
+  registerOpenApi(app);
 
   app.notFound((c) =>
     respondWithError(

@@ -13,8 +13,8 @@
  * A disabled channel or an unknown agent is 404.
  */
 
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { Hono } from "hono";
 import type { ReplyTarget } from "../channels/replies";
 import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
 import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
@@ -22,7 +22,7 @@ import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../ch
 import { buildRunSpec } from "../runs/spec";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import { GatewayError } from "./errors";
-import type { AppEnv } from "./router";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 type Channel = "telegram" | "slack" | "standard";
 
@@ -67,36 +67,64 @@ async function queue(
   return { runId: queued.runId, duplicate: queued.duplicate === true };
 }
 
-/** The webhook routes. */
-export function webhookRoutes(): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
+const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
-  app.post("/webhooks/telegram/:agent_id", async (c) => {
-    const agentId = agentFor(c, "telegram");
-    if (!(await verifyTelegramSecret(c.env.TELEGRAM_WEBHOOK_SECRET, c.req.header("X-Telegram-Bot-Api-Secret-Token") ?? null)))
-      throw unauthorized("telegram");
-    const botId = botIdFromToken(c.env.TELEGRAM_BOT_TOKEN ?? "");
-    if (!botId) throw unauthorized("telegram"); // without the bot token nothing could be answered: fail closed
-    const update = parseTelegramUpdate(await c.req.json().catch(() => null));
-    if (update.kind === "ignored" || update.fromIsBot) return c.json({ ok: true, ignored: true }, 200);
-    const scope = update.chatType === "private" ? `dm:${update.fromId}` : `group:${update.chatId}`;
-    await queue(c, {
-      agentId,
-      channel: "telegram",
-      key: `agent:${agentId}:telegram:${botId}:${scope}`,
-      message: update.text,
-      dispatchKey: `telegram:${update.updateId}`,
-      reply: {
-        channel: "telegram",
-        apiBaseUrl: c.get("config").channels.telegram.apiBaseUrl,
-        chatId: update.chatId,
-        replyTo: update.messageId,
-      },
-    });
-    return c.json({ ok: true }, 200);
+/**
+ * A webhook route's documentation. The body is not validated by a schema: it must be verified as the exact bytes
+ * the platform signed before it is parsed, so each handler reads the raw text itself.
+ */
+function webhookRoute(channel: Channel, summary: string, accepted: { status: 200 | 202; schema: z.ZodType }) {
+  return createRoute({
+    method: "post",
+    path: `/webhooks/${channel}/{agent_id}`,
+    summary,
+    request: { params: z.object({ agent_id: z.string() }) },
+    responses: {
+      [accepted.status]: { description: "Accepted (or acknowledged and ignored)", content: json(accepted.schema) },
+      400: { description: "A verified but malformed payload", content: json(ErrorEnvelope) },
+      401: { description: "Not verified (bad, stale or missing signature, or a missing secret)", content: json(ErrorEnvelope) },
+      404: { description: "Channel not enabled, or unknown agent", content: json(ErrorEnvelope) },
+    },
   });
+}
 
-  app.post("/webhooks/slack/:agent_id", async (c) => {
+const Acknowledged = z.object({ ok: z.boolean(), ignored: z.boolean().optional(), challenge: z.string().optional() });
+
+/** The webhook routes. */
+export function webhookRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(
+    webhookRoute("telegram", "Telegram Bot API webhook (X-Telegram-Bot-Api-Secret-Token)", { status: 200, schema: Acknowledged }),
+    (async (c: Context<AppEnv>) => {
+      const agentId = agentFor(c, "telegram");
+      if (!(await verifyTelegramSecret(c.env.TELEGRAM_WEBHOOK_SECRET, c.req.header("X-Telegram-Bot-Api-Secret-Token") ?? null)))
+        throw unauthorized("telegram");
+      const botId = botIdFromToken(c.env.TELEGRAM_BOT_TOKEN ?? "");
+      if (!botId) throw unauthorized("telegram"); // without the bot token nothing could be answered: fail closed
+      const update = parseTelegramUpdate(await c.req.json().catch(() => null));
+      if (update.kind === "ignored" || update.fromIsBot) return c.json({ ok: true, ignored: true }, 200);
+      const scope = update.chatType === "private" ? `dm:${update.fromId}` : `group:${update.chatId}`;
+      await queue(c, {
+        agentId,
+        channel: "telegram",
+        key: `agent:${agentId}:telegram:${botId}:${scope}`,
+        message: update.text,
+        dispatchKey: `telegram:${update.updateId}`,
+        reply: {
+          channel: "telegram",
+          apiBaseUrl: c.get("config").channels.telegram.apiBaseUrl,
+          chatId: update.chatId,
+          replyTo: update.messageId,
+        },
+      });
+      return c.json({ ok: true }, 200);
+    }) as never,
+  );
+
+  app.openapi(webhookRoute("slack", "Slack Events API webhook (v0 signature)", { status: 200, schema: Acknowledged }), (async (
+    c: Context<AppEnv>,
+  ) => {
     const agentId = agentFor(c, "slack");
     const raw = await c.req.text();
     const verdict = await verifySlackSignature(
@@ -131,43 +159,49 @@ export function webhookRoutes(): Hono<AppEnv> {
       },
     });
     return c.json({ ok: true }, 200);
-  });
+  }) as never);
 
-  app.post("/webhooks/standard/:agent_id", async (c) => {
-    const agentId = agentFor(c, "standard");
-    const key = webhookKey(c.env.STANDARD_WEBHOOK_SECRET);
-    if (!key) throw unauthorized("standard");
-    const raw = await c.req.text();
-    const id = c.req.header("webhook-id") ?? null;
-    const verdict = await verifyWebhook(
-      key,
-      { id, timestamp: c.req.header("webhook-timestamp") ?? null, signature: c.req.header("webhook-signature") ?? null },
-      raw,
-      Math.floor(Date.now() / 1000),
-    );
-    if (!verdict.ok || !id) throw unauthorized("standard");
-    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(id))
-      throw new GatewayError("invalid.request", "webhook-id: letters, digits and _ . : - (at most 200)");
-    let body: unknown = null;
-    try {
-      body = JSON.parse(raw);
-    } catch {
-      throw new GatewayError("invalid.request", "the body is not JSON");
-    }
-    const inbound = parseStandardInbound(body);
-    if (!inbound.ok) throw new GatewayError("invalid.request", inbound.error);
-    const replyUrl = c.get("config").channels.standard.replyUrl;
-    const { user_id, room_id, message } = inbound.value;
-    const queued = await queue(c, {
-      agentId,
-      channel: "standard",
-      key: `agent:${agentId}:standard:${room_id}:dm:${user_id}`,
-      message,
-      dispatchKey: `standard:${id}`,
-      reply: replyUrl ? { channel: "standard", url: replyUrl, userId: user_id, roomId: room_id, inReplyTo: id } : null,
-    });
-    return c.json({ ok: true, run_id: queued.runId }, 202);
-  });
+  app.openapi(
+    webhookRoute("standard", "Standard Webhooks message {user_id, room_id, message}", {
+      status: 202,
+      schema: z.object({ ok: z.boolean(), run_id: z.string() }),
+    }),
+    (async (c: Context<AppEnv>) => {
+      const agentId = agentFor(c, "standard");
+      const key = webhookKey(c.env.STANDARD_WEBHOOK_SECRET);
+      if (!key) throw unauthorized("standard");
+      const raw = await c.req.text();
+      const id = c.req.header("webhook-id") ?? null;
+      const verdict = await verifyWebhook(
+        key,
+        { id, timestamp: c.req.header("webhook-timestamp") ?? null, signature: c.req.header("webhook-signature") ?? null },
+        raw,
+        Math.floor(Date.now() / 1000),
+      );
+      if (!verdict.ok || !id) throw unauthorized("standard");
+      if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(id))
+        throw new GatewayError("invalid.request", "webhook-id: letters, digits and _ . : - (at most 200)");
+      let body: unknown = null;
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        throw new GatewayError("invalid.request", "the body is not JSON");
+      }
+      const inbound = parseStandardInbound(body);
+      if (!inbound.ok) throw new GatewayError("invalid.request", inbound.error);
+      const replyUrl = c.get("config").channels.standard.replyUrl;
+      const { user_id, room_id, message } = inbound.value;
+      const queued = await queue(c, {
+        agentId,
+        channel: "standard",
+        key: `agent:${agentId}:standard:${room_id}:dm:${user_id}`,
+        message,
+        dispatchKey: `standard:${id}`,
+        reply: replyUrl ? { channel: "standard", url: replyUrl, userId: user_id, roomId: room_id, inReplyTo: id } : null,
+      });
+      return c.json({ ok: true, run_id: queued.runId }, 202);
+    }) as never,
+  );
 
   return app;
 }

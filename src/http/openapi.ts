@@ -1,0 +1,67 @@
+/**
+ * The OpenAPI 3.1 document (DESIGN §3), generated from the same Zod schemas the routes validate with
+ * (`@hono/zod-openapi`) and served at `GET /openapi.json`. Every operation says which credential it needs:
+ * `security` names the bearer scheme of its scope (`admin`, `api`, `sandbox`); webhooks authenticate by
+ * their platform's signature (`x-auth: signature`); `/healthz` and this document need nothing.
+ * `test/openapi.test.ts` fails when a registered route is missing from the document.
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppEnv } from "./router";
+
+type Scope = "admin" | "api" | "sandbox" | "signature" | "none";
+
+/** The credential a path needs (the same rule the routes' middleware enforces). */
+export function scopeOfPath(path: string): Scope {
+  if (path === "/healthz" || path === "/openapi.json") return "none";
+  if (path.startsWith("/webhooks/")) return "signature";
+  if (path.startsWith("/api/admin/")) return "admin";
+  if (path.startsWith("/proliferate/") || /^\/v1\/sessions\/[^/]+\/tools\//.test(path)) return "sandbox";
+  return "api";
+}
+
+const docRoute = createRoute({
+  method: "get",
+  path: "/openapi.json",
+  summary: "This OpenAPI 3.1 document",
+  responses: { 200: { description: "The document", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } } },
+});
+
+type Operation = { security?: Record<string, string[]>[]; "x-auth"?: string };
+
+/** The document for `app` (its routes as registered so far), with every operation's credential filled in. */
+export function openApiDocument(app: OpenAPIHono<AppEnv>): Record<string, unknown> {
+  const doc = app.getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Sophie Gateway",
+      version: "0.1.0",
+      description: 'A contract-first AI agent gateway on Cloudflare Workers. Errors are {"error":{"code","message"}} (S3).',
+    },
+  });
+  doc.components = {
+    ...doc.components,
+    securitySchemes: {
+      admin: { type: "http", scheme: "bearer", description: "GATEWAY_ADMIN_TOKEN" },
+      api: { type: "http", scheme: "bearer", description: "a token of GATEWAY_API_TOKENS (callerId:token)" },
+      sandbox: { type: "http", scheme: "bearer", description: "a sandbox token minted for that one session" },
+    },
+  };
+  for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    const scope = scopeOfPath(path.replace(/\{[^}]+\}/g, "x"));
+    for (const op of Object.values(item as Record<string, Operation>)) {
+      if (scope === "admin" || scope === "api" || scope === "sandbox") op.security = [{ [scope]: [] }];
+      else op.security = [];
+      op["x-auth"] = scope;
+    }
+  }
+  return doc as unknown as Record<string, unknown>;
+}
+
+/** Serves the document; register it after every other route. */
+export function registerOpenApi(app: OpenAPIHono<AppEnv>): void {
+  let cached: Record<string, unknown> | undefined;
+  app.openapi(docRoute, (c) => {
+    cached ??= openApiDocument(app);
+    return c.json(cached, 200);
+  });
+}
