@@ -16,6 +16,8 @@ export const TEST_SECRETS = {
   SLACK_SIGNING_SECRET: "slacksigningsecret0123456789abcdef",
   SLACK_BOT_TOKEN: "xoxb-0000000000-canary-slack-bot-token",
   STANDARD_WEBHOOK_SECRET: "whsec_c3RhbmRhcmQtY2hhbm5lbC10ZXN0LWtleQ==",
+  // Encrypts the admin secrets store (base64 of 32 bytes).
+  SECRETS_ENCRYPTION_KEY: "c2VjcmV0cy1lbmNyeXB0aW9uLWtleS0zMi1ieXRlcyE=",
   // Signs sandbox tokens for the S5 tool-callback routes.
   SANDBOX_TOKEN_SECRET: "test-sandbox-token-secret-0123456789abcdef",
   // Signs job notifications (Standard Webhooks); 24 key bytes.

@@ -20,6 +20,8 @@ interface GatewaySecrets {
   SLACK_BOT_TOKEN?: string;
   /** Standard Webhooks channel: the `whsec_…` key inbound messages are verified with and replies are signed with. */
   STANDARD_WEBHOOK_SECRET?: string;
+  /** AES-256-GCM key (base64 of 32 bytes) that encrypts the admin secrets store in D1. */
+  SECRETS_ENCRYPTION_KEY?: string;
   /** HMAC key (≥ 32 characters) that signs sandbox tokens for the tool-callback routes (S5). */
   SANDBOX_TOKEN_SECRET?: string;
   /** Standard Webhooks secret (`whsec_…`) that signs scheduler job notifications sent to webhook targets. */

@@ -249,7 +249,7 @@ describe("error envelopes (S3 {error:{code,message}})", () => {
   });
 
   it("unregistered DESIGN routes are 404, not placeholders", async () => {
-    const res = await call(app, "/api/admin/secrets", bearer(ADMIN));
+    const res = await call(app, "/admin", bearer(ADMIN));
     expect(res.status).toBe(404);
   });
 

@@ -16,6 +16,7 @@ import { isolateStartupValidator, type StartupValidator } from "../providers/sta
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { adminApprovalRoutes } from "./admin-approvals";
 import { adminAuditRoutes } from "./admin-audit";
+import { adminConfigRoutes } from "./admin-config";
 import { adminJobRoutes } from "./admin-jobs";
 import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
@@ -124,6 +125,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", runRoutes());
   app.route("/", adminApprovalRoutes());
   app.route("/", adminAuditRoutes());
+  app.route("/", adminConfigRoutes());
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
   app.route("/", toolCallbackRoutes());

@@ -78,6 +78,8 @@ export interface LogEvents {
     deferred: number;
     duration_ms: number;
   };
+  /** An admin stored, replaced or deleted a secret (its name only, never the value). */
+  "admin.secret": { name: string; action: "created" | "replaced" | "deleted" };
   /** One per chat-channel message accepted (a duplicate delivery is the same run). Never the text. */
   "channel.message": { channel: string; agent_id: string; run_id: string; duplicate: boolean };
   /** One per gateway tool callback answered (S5): never its arguments or result. */
