@@ -14,7 +14,7 @@ export const TEST_SECRETS = {
   // Chat channels (issue 10).
   TELEGRAM_WEBHOOK_SECRET: "telegram-webhook-secret_0123456789",
   SLACK_SIGNING_SECRET: "slacksigningsecret0123456789abcdef",
-  SLACK_BOT_TOKEN: "xoxb-0000000000-canary-slack-bot-token",
+  SLACK_BOT_TOKEN: "xoxb-test.canary.slack.bot.token",
   STANDARD_WEBHOOK_SECRET: "whsec_c3RhbmRhcmQtY2hhbm5lbC10ZXN0LWtleQ==",
   // Encrypts the admin secrets store (base64 of 32 bytes).
   SECRETS_ENCRYPTION_KEY: "c2VjcmV0cy1lbmNyeXB0aW9uLWtleS0zMi1ieXRlcyE=",
