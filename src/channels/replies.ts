@@ -22,7 +22,7 @@
 import { redactText } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { postSlackMessage } from "./slack";
-import { signWebhook, webhookKey } from "./standard-webhooks";
+import { postSignedWebhook, webhookKey } from "./standard-webhooks";
 import { sendTelegramMessage, splitTelegramText } from "./telegram";
 
 /** Where a reply goes, resolved when the message was accepted. */
@@ -200,27 +200,14 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     type: "message.reply",
     data: { run_id: runId, user_id: target.userId, room_id: target.roomId, in_reply_to: target.inReplyTo, message: text },
   });
-  const timestamp = Math.floor(Date.now() / 1000);
-  try {
-    const res = await (host.fetch ?? fetch)(target.url, {
-      method: "POST",
-      redirect: "manual",
-      signal,
-      headers: {
-        "content-type": "application/json",
-        "webhook-id": id,
-        "webhook-timestamp": String(timestamp),
-        "webhook-signature": await signWebhook(key, id, timestamp, body),
-      },
-      body,
-    });
-    await res.body?.cancel();
-    if (res.status >= 200 && res.status < 300) return { ok: true, messageId: id };
-    const retry = res.status === 408 || res.status === 429 || res.status >= 500;
-    return { ok: false, retry, answered: true, error: `receiver answered ${res.status}` };
-  } catch {
-    return { ok: false, retry: true, answered: false, error: "no answer from the reply URL" };
-  }
+  const sent = await postSignedWebhook({ url: target.url, key, id, body, timeoutMs: 15_000, ...(host.fetch ? { fetch: host.fetch } : {}) });
+  if (sent.ok) return { ok: true, messageId: id };
+  return {
+    ok: false,
+    retry: sent.retry,
+    answered: sent.status !== null,
+    error: sent.status === null ? "no answer from the reply URL" : sent.error,
+  };
 }
 
 /** Splits plain text into parts of at most `limit` code units (at a newline when one is near), losslessly. */

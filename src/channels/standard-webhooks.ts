@@ -130,3 +130,45 @@ export function parseStandardInbound(body: unknown): { ok: true; value: Standard
   }
   return { ok: false, error: `${field}: ${issue.message}` };
 }
+
+/** The outcome of one signed delivery: accepted, or why not and whether a retry may succeed. */
+export type SignedPostResult = { ok: true; status: number } | { ok: false; retry: boolean; status: number | null; error: string };
+
+/**
+ * POSTs `body` to `url` signed for message `id` (a fresh timestamp per attempt). Redirects are never followed;
+ * network errors, timeouts, 408, 429 and 5xx are retryable, other answers are not. Receivers dedupe on `id`.
+ */
+export async function postSignedWebhook(o: {
+  url: string;
+  key: Uint8Array;
+  id: string;
+  body: string;
+  timeoutMs: number;
+  fetch?: typeof fetch;
+}): Promise<SignedPostResult> {
+  const timestamp = Math.floor(Date.now() / 1000);
+  let response: Response;
+  try {
+    response = await (o.fetch ?? fetch)(o.url, {
+      method: "POST",
+      redirect: "manual",
+      signal: AbortSignal.timeout(o.timeoutMs),
+      headers: {
+        "content-type": "application/json",
+        "user-agent": "sophie-gateway",
+        "webhook-id": o.id,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": await signWebhook(o.key, o.id, timestamp, o.body),
+      },
+      body: o.body,
+    });
+  } catch (err) {
+    const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+    return { ok: false, retry: true, status: null, error: timedOut ? `no answer within ${o.timeoutMs} ms` : "network error" };
+  }
+  await response.body?.cancel();
+  const status = response.status;
+  if (status >= 200 && status < 300) return { ok: true, status };
+  if (status >= 300 && status < 400) return { ok: false, retry: false, status, error: `redirect (${status}) not followed` };
+  return { ok: false, retry: status === 408 || status === 429 || status >= 500, status, error: `receiver answered ${status}` };
+}

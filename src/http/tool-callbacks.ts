@@ -13,6 +13,7 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
+import { buildRunSpec } from "../runs/spec";
 import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../security/sandbox-token";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
@@ -143,15 +144,11 @@ export function toolCallbackRoutes(): OpenAPIHono<AppEnv> {
     const body = CallbackRequest.parse(await c.req.json());
     const config = c.get("config");
     const { stub, agentId } = await sessionStub(c.env, session_id);
-    const agent = Object.hasOwn(config.agents, agentId) ? config.agents[agentId] : undefined;
+    // The same policy a run of this agent gets; an agent no longer configured may run nothing.
+    const spec = Object.hasOwn(config.agents, agentId) ? buildRunSpec(config, agentId, "sandbox") : null;
     const answer = (await stub.toolCallback(session_id, tool_name, body.tool_call_id, body.args, {
-      allow: agent ? [...agent.tools.allow] : [],
-      policy: {
-        id: config.tools.policy.id,
-        risks: [...config.tools.policy.risks],
-        approvalRequired: [...config.tools.policy.approvalRequired],
-        channels: structuredClone(config.tools.policy.channels),
-      },
+      allow: spec?.tools ?? [],
+      policy: spec?.policy ?? { id: config.tools.policy.id, risks: [], approvalRequired: [], channels: {} },
       retentionMs: config.tools.callbacks.retentionSeconds * 1000,
       timeoutMs: config.runs.toolTimeoutMs.max,
     })) as ToolCallbackAnswer;

@@ -43,6 +43,7 @@ import { checkHoneypot } from "../tools/honeypot";
 import { decide, type GateDecision } from "../tools/policy";
 import {
   tools as defaultRegistry,
+  invokeTool,
   type SessionToolHost,
   type SessionType,
   type ToolDefinition,
@@ -1030,48 +1031,35 @@ export class RunEngine {
     spec: RunSpec,
   ): Promise<ToolOutcome> {
     const { input, timeout_ms: timeoutMs, run_id: runId } = request;
-    const controller = new AbortController();
-    const onAbort = () => controller.abort();
-    runSignal.addEventListener("abort", onAbort);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<ToolOutcome>((resolve) => {
-      timer = setTimeout(() => {
-        controller.abort();
-        resolve({ ok: false, error: { code: "timeout", message: `${def.name} did not finish within ${timeoutMs} ms`, retryable: true } });
-      }, timeoutMs);
-    });
-    try {
-      const session = this.#host.session();
-      return await Promise.race([
-        def.handler(input, {
-          env: this.#host.env,
-          agentId: request.agent_id,
-          runId,
-          channel: this.#host.channel(),
-          capabilities: this.#host.capabilities(),
-          honeypot: spec.honeypot ?? undefined,
-          // Runs accepted before this setting existed carry no allowlist field: treat as none.
-          netAllowlist: spec.netAllowlist ?? null,
-          sessionKey: session.sessionKey,
-          toolCallId: call.tool_call_id,
-          signal: controller.signal,
-          timeoutMs,
-          session: this.#host.toolHost?.(runId),
-          channelApis: spec.channelApis,
-        }),
-        timeout,
-      ]);
-    } catch (err) {
-      this.#host.logger.log("error", "run.internal_error", {
-        run_id: runId,
-        tool: def.name,
-        error_name: err instanceof Error ? err.name : "unknown",
-      });
-      return { ok: false, error: { code: "internal.error", message: `${def.name} failed unexpectedly` } };
-    } finally {
-      clearTimeout(timer);
-      runSignal.removeEventListener("abort", onAbort);
-    }
+    const session = this.#host.session();
+    return invokeTool(
+      def,
+      input,
+      {
+        env: this.#host.env,
+        agentId: request.agent_id,
+        runId,
+        channel: this.#host.channel(),
+        capabilities: this.#host.capabilities(),
+        honeypot: spec.honeypot ?? undefined,
+        // Runs accepted before this setting existed carry no allowlist field: treat as none.
+        netAllowlist: spec.netAllowlist ?? null,
+        sessionKey: session.sessionKey,
+        toolCallId: call.tool_call_id,
+        timeoutMs,
+        session: this.#host.toolHost?.(runId),
+        channelApis: spec.channelApis,
+      },
+      {
+        outer: runSignal,
+        onError: (err) =>
+          this.#host.logger.log("error", "run.internal_error", {
+            run_id: runId,
+            tool: def.name,
+            error_name: err instanceof Error ? err.name : "unknown",
+          }),
+      },
+    );
   }
 
   #closeRemaining(run: RunRow, reason: string): void {

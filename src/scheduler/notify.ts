@@ -15,7 +15,7 @@
  * The outcome is mirrored to D1 (`job_firings.notify_*`) for the admin API,
  * retried until D1 takes it, and recorded as audit events.
  */
-import { signWebhook, webhookKey } from "../channels/standard-webhooks";
+import { postSignedWebhook, webhookKey } from "../channels/standard-webhooks";
 import { redactText } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { checkUrl } from "../tools/net-policy";
@@ -178,32 +178,15 @@ async function attemptWebhook(host: NotifyHost, row: OutboxRow, body: string, ti
   const url = checkUrl(row.target);
   if (!url.ok || url.url.protocol !== "https:")
     return { ok: false, retry: false, httpStatus: null, error: "target is not an allowed https URL" };
-  const timestamp = Math.floor(Date.now() / 1000);
-  let response: Response;
-  try {
-    response = await (host.fetch ?? fetch)(url.url.toString(), {
-      method: "POST",
-      redirect: "manual",
-      signal: AbortSignal.timeout(timeoutMs),
-      headers: {
-        "content-type": "application/json",
-        "user-agent": "sophie-gateway",
-        "webhook-id": row.webhook_id,
-        "webhook-timestamp": String(timestamp),
-        "webhook-signature": await signWebhook(key, row.webhook_id, timestamp, body),
-      },
-      body,
-    });
-  } catch (err) {
-    const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
-    return { ok: false, retry: true, httpStatus: null, error: timedOut ? `no answer within ${timeoutMs} ms` : "network error" };
-  }
-  await response.body?.cancel();
-  const status = response.status;
-  if (status >= 200 && status < 300) return { ok: true, httpStatus: status };
-  if (status >= 300 && status < 400) return { ok: false, retry: false, httpStatus: status, error: `redirect (${status}) not followed` };
-  const retry = status === 408 || status === 429 || status >= 500;
-  return { ok: false, retry, httpStatus: status, error: `receiver answered ${status}` };
+  const sent = await postSignedWebhook({
+    url: url.url.toString(),
+    key,
+    id: row.webhook_id,
+    body,
+    timeoutMs,
+    ...(host.fetch ? { fetch: host.fetch } : {}),
+  });
+  return sent.ok ? { ok: true, httpStatus: sent.status } : { ok: false, retry: sent.retry, httpStatus: sent.status, error: sent.error };
 }
 
 /** Mirrors outcomes to D1's firing records; whatever D1 does not take is tried again later. */

@@ -46,6 +46,7 @@ import type { ToolRequest, ToolResponse } from "../tools/envelope";
 import { decide, type ToolPolicy } from "../tools/policy";
 import {
   type AutomationCompletion,
+  invokeTool,
   type SessionToolHost,
   type SessionType,
   type ToolDefinition,
@@ -493,36 +494,18 @@ export class SessionDO extends DurableObject<Env> {
     const session = this.#currentSession();
     const running = this.#sql.one<{ id: string }>`
       SELECT id FROM runs WHERE session_id = ${session.sessionId} ORDER BY (status = 'running') DESC, message_seq DESC LIMIT 1`;
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<ToolOutcome>((resolve) => {
-      timer = setTimeout(() => {
-        controller.abort();
-        resolve({ ok: false, error: { code: "timeout", message: `${def.name} did not finish within ${timeoutMs} ms` } });
-      }, timeoutMs);
+    return invokeTool(def, input, {
+      env: this.env,
+      agentId: session.agentId,
+      runId: running?.id ?? "",
+      sessionKey: session.sessionKey,
+      channel: "sandbox",
+      toolCallId,
+      capabilities: [],
+      netAllowlist: null,
+      timeoutMs,
+      session: this.#toolHost(running?.id ?? null),
     });
-    try {
-      return await Promise.race([
-        def.handler(input, {
-          env: this.env,
-          agentId: session.agentId,
-          runId: running?.id ?? "",
-          sessionKey: session.sessionKey,
-          channel: "sandbox",
-          toolCallId,
-          capabilities: [],
-          netAllowlist: null,
-          signal: controller.signal,
-          timeoutMs,
-          session: this.#toolHost(running?.id ?? null),
-        }),
-        timeout,
-      ]);
-    } catch {
-      return { ok: false, error: { code: "internal.error", message: `${def.name} failed unexpectedly` } };
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /** Today's chain head of this object's audit stream for `day` (for verification). */

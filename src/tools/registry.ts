@@ -172,3 +172,35 @@ export class ToolRegistry {
 
 /** The gateway's registry. Built-in tools add themselves in `builtin/index.ts`. */
 export const tools = new ToolRegistry();
+
+/**
+ * Runs a tool's handler under `ctx.timeoutMs` and an optional outer cancellation (the run's): the handler's
+ * signal aborts on either, a timeout becomes a retryable `timeout` outcome, and a throw becomes
+ * `internal.error` without its message (reported to `onError` for the log).
+ */
+export async function invokeTool(
+  def: ToolDefinition,
+  input: Record<string, unknown>,
+  ctx: Omit<ToolContext, "signal">,
+  o: { outer?: AbortSignal; onError?: (err: unknown) => void } = {},
+): Promise<ToolOutcome> {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort();
+  o.outer?.addEventListener("abort", onAbort);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<ToolOutcome>((resolve) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      resolve({ ok: false, error: { code: "timeout", message: `${def.name} did not finish within ${ctx.timeoutMs} ms`, retryable: true } });
+    }, ctx.timeoutMs);
+  });
+  try {
+    return await Promise.race([def.handler(input, { ...ctx, signal: controller.signal }), timeout]);
+  } catch (err) {
+    o.onError?.(err);
+    return { ok: false, error: { code: "internal.error", message: `${def.name} failed unexpectedly` } };
+  } finally {
+    clearTimeout(timer);
+    o.outer?.removeEventListener("abort", onAbort);
+  }
+}
