@@ -3,6 +3,7 @@
  * `scheduled` is the cron tick, and the Durable Object classes are re-exported.
  */
 import { bundledConfig } from "./config/load";
+import { configInForce } from "./config/versions";
 import { createApp } from "./http/app";
 import { createLogger } from "./observability/logger";
 import { runSchedulerTick } from "./scheduler/tick";
@@ -15,7 +16,11 @@ const app = createApp();
 export default {
   fetch: app.fetch,
   async scheduled(controller, env) {
-    const config = bundledConfig();
+    // The tick follows admin-posted config versions like the API does; if D1 is unreadable the tick fails anyway.
+    const config = await configInForce(env.DB).then(
+      (c) => c.config,
+      () => bundledConfig(),
+    );
     await runSchedulerTick(env, controller, createLogger(config.logging.level), { config });
   },
 } satisfies ExportedHandler<Env>;

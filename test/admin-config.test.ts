@@ -10,7 +10,8 @@ import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, appFor, call } from "./support/runs";
 
 const app = appFor(runConfig(uniqueHost("ok")));
-const name = () => `TEST_SECRET_${crypto.randomUUID().slice(0, 8).toUpperCase().replaceAll("-", "_")}`;
+// Provider-key names: the store takes only the secrets the gateway reads (src/security/stored-secrets.ts).
+const name = () => `T${crypto.randomUUID().slice(0, 8).toUpperCase()}_API_KEY`;
 
 describe("S3 §5 GET /api/admin/status and /api/admin/config", () => {
   it("status: the default model, its provider's readiness and recent runs", async () => {

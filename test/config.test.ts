@@ -207,6 +207,23 @@ describe("secrets in config are refused (S1 §1.2 'No secrets in config')", () =
     expect(parseGatewayConfig(base()).ok).toBe(true);
   });
 
+  it("settings about a credential are not credentials; the credential word must name the field's value", () => {
+    expect(isSecretFieldName("sandboxTokenTtlSeconds")).toBe(false);
+    expect(isSecretFieldName("tokenUrl")).toBe(false);
+    expect(isSecretFieldName("secretsRetentionDays")).toBe(false);
+    expect(isSecretFieldName("apiKeyValue")).toBe(true);
+    expect(isSecretFieldName("client_secret")).toBe(true);
+    expect(isSecretFieldName("bot_token_b64")).toBe(true);
+    expect(isSecretFieldName("privateKey")).toBe(true);
+    expect(isSecretFieldName("key")).toBe(false);
+  });
+
+  it("the parsed config, defaults and all, passes its own validation again (GET /api/admin/config → POST round-trips)", () => {
+    const parsed = parseGatewayConfig(base());
+    if (!parsed.ok) throw new Error("base config invalid");
+    expect(parseGatewayConfig(JSON.parse(JSON.stringify(parsed.value)))).toEqual(parsed);
+  });
+
   it("ordinary prose, URLs, model ids and SHA-256 hex are not mistaken for credentials", () => {
     const raw = base();
     raw.agents.main.description = "Summarises the repository status every morning";

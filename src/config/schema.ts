@@ -22,6 +22,9 @@ export const ModelId = z
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, "model ids are 1-128 characters of letters, digits and . _ : / -");
 
 /** Agent ids appear inside session keys, so they follow the session-key grammar. */
+/** The agent id of the gateway's own audit stream (config and secret changes); no configured agent may take it. */
+export const GATEWAY_AUDIT_AGENT = "gateway";
+
 export const AgentId = z.string().regex(AGENT_ID, "agent ids are lower-case letters, digits, _ and - (at most 64)");
 
 /** `provider:model` or `{ provider, model }` (S1 §1.4). */
@@ -275,7 +278,15 @@ export const GatewayConfig = z.strictObject({
     default: ModelRefInput.optional(),
     providers: z.record(ProviderId, ProviderConfig),
   }),
-  agents: z.record(AgentId, AgentConfig).default({}),
+  agents: z
+    .record(
+      AgentId.refine(
+        (id) => id !== GATEWAY_AUDIT_AGENT,
+        `"${GATEWAY_AUDIT_AGENT}" is reserved: the gateway's own audit stream (admin changes) has that id`,
+      ),
+      AgentConfig,
+    )
+    .default({}),
   /** Chat channels: Telegram, Slack, Standard Webhooks (each off unless enabled). */
   channels: ChannelsConfig.default({
     telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },

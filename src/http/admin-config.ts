@@ -1,18 +1,30 @@
 /**
  * Operator views and secrets (S3 §5 "Dashboard Admin APIs", DESIGN §3):
  *   GET    /api/admin/status              recent runs, the default model and its provider's readiness
- *   GET    /api/admin/config              the configuration in force, sensitive values blanked
+ *   GET    /api/admin/config              the configuration in force, sensitive values blanked (ETag: "<version>")
+ *   POST   /api/admin/config              a whole new config, validated like the bundled file → 201 {version, sha256, created_at}
+ *   GET    /api/admin/config/versions     the version in force and the posted versions, newest first
+ *   GET    /api/admin/config/versions/{version}  one posted version as posted (to compare or to post again)
  *   GET    /api/admin/secrets             stored secrets: names and timestamps only
  *   POST   /api/admin/secrets             one-way ingestion {name, value} → 201 (new) / 200 (replaced); the value is never echoed
  *   DELETE /api/admin/secrets/{name}      → 200 {deleted: name}
  * Secret values are AES-GCM encrypted before they reach D1 (src/security/secrets-store.ts); without a valid
- * SECRETS_ENCRYPTION_KEY the secrets routes answer 503 `secrets.unavailable` and store nothing.
+ * SECRETS_ENCRYPTION_KEY the secrets routes answer 503 `secrets.unavailable` and store nothing. Only the
+ * secrets the gateway reads can be stored, and they are in use on every isolate within seconds
+ * (src/security/stored-secrets.ts). Config versions: src/config/versions.ts.
+ * Every config and secret change is an audit event in the gateway's own stream (agent id `gateway`):
+ * `config.updated` {version, sha256, previous}, `secret.stored` / `secret.deleted` {name} — never a value.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { defaultModelRef, resolveConfiguredModelRef } from "../config/model-ref";
+import { GATEWAY_AUDIT_AGENT } from "../config/schema";
+import { configInForce, configVersionBody, forgetConfigInForce, listConfigVersions, postConfigVersion } from "../config/versions";
 import { listRuns } from "../runs/index-d1";
 import { detectSecretValue, isSecretFieldName } from "../security/secret-patterns";
 import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../security/secrets-store";
+import { storableSecretName } from "../security/stored-secrets";
+import { forgetAdminGenerations } from "../storage/admin-generation";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
@@ -36,6 +48,78 @@ const configRoute = createRoute({
   middleware: [requireScope("admin")] as const,
   responses: { 200: { description: "Config", content: json(z.record(z.string(), z.unknown())) }, 401: unauthorized },
 });
+const ConfigIssue = z.object({ path: z.string(), message: z.string() });
+const ConfigInvalid = z
+  .object({ error: z.object({ code: z.string(), message: z.string(), issues: z.array(ConfigIssue) }) })
+  .openapi("ConfigInvalid");
+const ConfigVersion = z
+  .object({ version: z.number().int(), sha256: z.string(), created_at: z.string(), actor: z.string() })
+  .openapi("ConfigVersion");
+const ConfigDocument = z.record(z.string(), z.unknown()).openapi("GatewayConfigDocument", {
+  description:
+    "The whole gateway configuration (the JSON form of config/gateway.json5; docs/configuration.md). It replaces the configuration in force — no merge — after the same validation as the bundled file: strict keys, no credential-shaped values, model references that resolve.",
+});
+const postConfigRoute = createRoute({
+  method: "post",
+  path: "/api/admin/config",
+  summary: "Store a new configuration version; in force on every isolate within seconds",
+  description:
+    'Optional `If-Match: "<version>"` (the ETag of `GET /api/admin/config`): the post is refused with 409 if another version was posted since. Every accepted post is audited as `config.updated` in the `gateway` audit stream.',
+  middleware: [requireScope("admin"), requireJsonBody] as const,
+  request: { body: { required: true, content: json(ConfigDocument) } },
+  responses: {
+    201: { description: "Stored and in force", content: json(ConfigVersion) },
+    400: { description: "Invalid: every issue, with its path", content: json(ConfigInvalid) },
+    401: unauthorized,
+    409: { description: "If-Match names a version that is no longer the newest", content: json(ErrorEnvelope) },
+  },
+});
+const listVersionsRoute = createRoute({
+  method: "get",
+  path: "/api/admin/config/versions",
+  summary: "The configuration in force and the posted versions, newest first",
+  middleware: [requireScope("admin")] as const,
+  request: {
+    query: z.object({
+      limit: z.coerce.number().int().min(1).max(200).default(50),
+      cursor: z
+        .string()
+        .regex(/^[1-9][0-9]{0,15}$/, "cursor is not valid for this list")
+        .optional(),
+    }),
+  },
+  responses: {
+    200: {
+      description: "Versions",
+      content: json(
+        z.object({
+          in_force: z.object({
+            source: z.enum(["bundled", "admin"]),
+            version: z.number().int(),
+            sha256: z.string(),
+            problem: z.string().optional(),
+          }),
+          versions: z.array(ConfigVersion),
+          next_cursor: z.string().nullable(),
+        }),
+      ),
+    },
+    400: { description: "Invalid query", content: json(ErrorEnvelope) },
+    401: unauthorized,
+  },
+});
+const getVersionRoute = createRoute({
+  method: "get",
+  path: "/api/admin/config/versions/{version}",
+  summary: "One posted configuration version, as posted",
+  middleware: [requireScope("admin")] as const,
+  request: { params: z.object({ version: z.coerce.number().int().min(1) }) },
+  responses: {
+    200: { description: "The posted config", content: json(ConfigDocument) },
+    401: unauthorized,
+    404: { description: "No such version", content: json(ErrorEnvelope) },
+  },
+});
 const listSecretsRoute = createRoute({
   method: "get",
   path: "/api/admin/secrets",
@@ -49,7 +133,13 @@ const listSecretsRoute = createRoute({
 });
 const SecretWrite = z
   .strictObject({
-    name: z.string().regex(SECRET_NAME, "upper-case letters, digits and _ (at most 128), starting with a letter"),
+    name: z
+      .string()
+      .regex(SECRET_NAME, "upper-case letters, digits and _ (at most 128), starting with a letter")
+      .openapi({
+        description:
+          "A secret the gateway reads: `<PROVIDER>_API_KEY`, a channel secret, … (GATEWAY_ADMIN_TOKEN and SECRETS_ENCRYPTION_KEY cannot be stored)",
+      }),
     value: z.string().min(1).max(MAX_SECRET_VALUE_CHARS),
   })
   .openapi("SecretWrite");
@@ -98,6 +188,12 @@ async function keyOrRefuse(raw: string | undefined): Promise<CryptoKey> {
   return key;
 }
 
+/** An admin change in the gateway's own audit stream (agent `gateway`, its main session): names and hashes only. */
+async function auditGateway(c: Context<AppEnv>, eventType: string, payload: Record<string, unknown>): Promise<void> {
+  const sessionKey = `agent:${GATEWAY_AUDIT_AGENT}:main`;
+  await c.env.SESSIONS.getByName(sessionKey).recordAuditEvent({ sessionKey, agentId: GATEWAY_AUDIT_AGENT }, eventType, "admin", payload);
+}
+
 /** The routes. */
 export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -111,6 +207,7 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
     return c.json(
       {
         model: { ref: model.ref, provider: model.providerId, api_model_id: model.apiModelId, local: model.local },
+        config: c.get("configSource"),
         provider_status: {
           mode: validation.mode,
           status: validation.status,
@@ -123,7 +220,67 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
     );
   });
 
-  app.openapi(configRoute, (c) => c.json(blankSensitive(c.get("config")) as Record<string, unknown>, 200));
+  app.openapi(configRoute, (c) => {
+    c.header("ETag", `"${c.get("configSource").version}"`);
+    return c.json(blankSensitive(c.get("config")) as Record<string, unknown>, 200);
+  });
+
+  app.openapi(postConfigRoute, async (c) => {
+    const raw = c.req.valid("json");
+    const ifMatch = c.req.header("If-Match");
+    let expectedNewest: number | undefined;
+    if (ifMatch !== undefined) {
+      const m = /^"(0|[1-9][0-9]{0,15})"$/.exec(ifMatch.trim());
+      if (!m) throw new GatewayError("invalid.request", 'If-Match must be a config version ETag such as "3"');
+      expectedNewest = Number(m[1]);
+    }
+    const previous = c.get("configSource");
+    const result = await postConfigVersion(c.env.DB, raw, { actor: "admin", now: new Date(), expectedNewest });
+    if (!result.ok && result.reason === "invalid") {
+      const [first] = result.issues;
+      const more = result.issues.length > 1 ? ` (and ${result.issues.length - 1} more)` : "";
+      throw new GatewayError("invalid.request", `config is invalid: ${first?.path}: ${first?.message}${more}`, { issues: result.issues });
+    }
+    if (!result.ok)
+      throw new GatewayError(
+        "conflict",
+        `config version ${result.newest} was posted since version ${expectedNewest}; read the config again and retry`,
+      );
+    // In force here at once; other isolates within ADMIN_REFRESH_MS.
+    forgetAdminGenerations();
+    forgetConfigInForce();
+    const { version, sha256, created_at, actor } = result.record;
+    c.get("logger").log("info", "admin.config", { version, sha256 });
+    await auditGateway(c, "config.updated", { version, sha256, previous: { source: previous.source, version: previous.version } });
+    return c.json({ version, sha256, created_at, actor }, 201);
+  });
+
+  app.openapi(listVersionsRoute, async (c) => {
+    const q = c.req.valid("query");
+    const inForce = await configInForce(c.env.DB);
+    const versions = await listConfigVersions(c.env.DB, { limit: q.limit, before: q.cursor ? Number(q.cursor) : undefined });
+    const last = versions.at(-1);
+    return c.json(
+      {
+        in_force: {
+          source: inForce.source,
+          version: inForce.version,
+          sha256: inForce.sha256,
+          ...(inForce.problem ? { problem: inForce.problem } : {}),
+        },
+        versions: versions.map(({ version, sha256, created_at, actor }) => ({ version, sha256, created_at, actor })),
+        next_cursor: versions.length === q.limit && last && last.version > 1 ? String(last.version) : null,
+      },
+      200,
+    );
+  });
+
+  app.openapi(getVersionRoute, async (c) => {
+    const { version } = c.req.valid("param");
+    const body = await configVersionBody(c.env.DB, version);
+    if (body === null) throw new GatewayError("resource.not_found", `no config version ${version}`);
+    return c.json(body as Record<string, unknown>, 200);
+  });
 
   app.openapi(listSecretsRoute, async (c) => {
     await keyOrRefuse(c.env.SECRETS_ENCRYPTION_KEY);
@@ -133,8 +290,12 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(putSecretRoute, async (c) => {
     const key = await keyOrRefuse(c.env.SECRETS_ENCRYPTION_KEY);
     const { name, value } = c.req.valid("json") as z.infer<typeof SecretWrite>;
+    const refused = storableSecretName(name);
+    if (refused) throw new GatewayError("invalid.request", refused);
     const { created, secret } = await putSecret(c.env.DB, key, name, value, new Date());
+    forgetAdminGenerations();
     c.get("logger").log("info", "admin.secret", { name, action: created ? "created" : "replaced" });
+    await auditGateway(c, "secret.stored", { name, replaced: !created });
     return c.json(secret, created ? 201 : 200);
   });
 
@@ -142,7 +303,9 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
     await keyOrRefuse(c.env.SECRETS_ENCRYPTION_KEY);
     const { name } = c.req.valid("param");
     if (!(await deleteSecret(c.env.DB, name))) throw new GatewayError("resource.not_found", `no secret ${name}`);
+    forgetAdminGenerations();
     c.get("logger").log("info", "admin.secret", { name, action: "deleted" });
+    await auditGateway(c, "secret.deleted", { name });
     return c.json({ deleted: name }, 200);
   });
 

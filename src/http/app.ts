@@ -10,10 +10,12 @@ import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
+import { bundledConfigSha256, type ConfigInForce, configInForce } from "../config/versions";
 import { createLogger, type Logger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { redactText, secretValuesFromEnv } from "../security/redact";
+import { envWithStoredSecrets } from "../security/stored-secrets";
 import { adminApprovalRoutes } from "./admin-approvals";
 import { adminAuditRoutes } from "./admin-audit";
 import { adminConfigRoutes } from "./admin-config";
@@ -74,10 +76,32 @@ function respondWithError(c: Context<AppEnv>, err: unknown): Response {
 export interface AppOptions {
   /** Overrides the logger (tests capture lines). */
   logger?: Logger;
-  /** Overrides the configuration in force (tests; admin config versions later). */
+  /** Fixes the configuration in force (tests); otherwise it is the newest admin-posted version or the bundled file. */
   config?: GatewayConfig;
   /** Overrides the per-isolate startup validator (tests). */
   startupValidator?: StartupValidator;
+}
+
+let loggedConfigProblem: string | undefined;
+
+/**
+ * The configuration in force: the one the app was built with (tests), else the newest admin-posted version
+ * or the bundled file. A D1 failure must not take the API down: the bundled file serves meanwhile.
+ */
+async function inForce(env: Env | undefined, fixed: GatewayConfig | undefined): Promise<ConfigInForce> {
+  if (fixed) return { config: fixed, source: "bundled", version: 0, sha256: "" };
+  if (!env?.DB) return { config: bundledConfig(), source: "bundled", version: 0, sha256: await bundledConfigSha256() };
+  try {
+    return await configInForce(env.DB);
+  } catch (err) {
+    return {
+      config: bundledConfig(),
+      source: "bundled",
+      version: 0,
+      sha256: await bundledConfigSha256(),
+      problem: `config versions unreadable: ${err instanceof Error ? err.message : String(err)}`,
+    };
+  }
 }
 
 /** Builds the gateway app with its middleware, error funnel and every implemented route. */
@@ -87,10 +111,23 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
 
   app.use(requestId({ limitLength: MAX_REQUEST_ID, generator: () => `req_${crypto.randomUUID()}` }));
   app.use(async function gatewayContext(c, next) {
-    const config = options.config ?? bundledConfig();
+    const { config, ...configSource } = await inForce(c.env, options.config);
     const r2 = options.logger || !c.env?.AUDIT ? undefined : isolateLogSinks(c.env.AUDIT);
     const logger = options.logger ?? createLogger(config.logging.level, r2 ? gatewayLogSink(c.env.AUDIT) : undefined);
+    if (configSource.problem && configSource.problem !== loggedConfigProblem) {
+      loggedConfigProblem = configSource.problem; // once per isolate, not once per request
+      logger.log("error", "config.version_unused", { version: configSource.version, reason: configSource.problem });
+    }
+    // Admin-stored secrets over the Worker's own (src/security/stored-secrets.ts); every handler sees the merged env.
+    if (c.env?.DB) {
+      try {
+        c.env = await envWithStoredSecrets(c.env);
+      } catch (err) {
+        logger.log("error", "secrets.overlay_unavailable", { error_message: err instanceof Error ? err.message : String(err) });
+      }
+    }
     c.set("config", config);
+    c.set("configSource", configSource);
     c.set("logger", logger);
     c.set("startupValidator", validator);
     const started = Date.now();

@@ -1,5 +1,6 @@
 /** Typed context variables every handler can rely on (set by the app's first middleware). */
 import type { GatewayConfig } from "../config/schema";
+import type { ConfigInForce } from "../config/versions";
 import type { Logger } from "../observability/logger";
 import type { StartupValidator } from "../providers/startup-validation";
 import type { Principal } from "./auth";
@@ -8,6 +9,8 @@ declare module "hono" {
   interface ContextVariableMap {
     /** The configuration in force for this request. */
     config: GatewayConfig;
+    /** Where that configuration comes from: the bundled file or an admin-posted version. */
+    configSource: Omit<ConfigInForce, "config">;
     /** The typed logger (no free text). */
     logger: Logger;
     /** This isolate's provider readiness (S1 §1.6). */

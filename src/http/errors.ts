@@ -36,7 +36,13 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 
 /** The S3 error envelope as it goes on the wire. */
 export interface ErrorEnvelope {
-  error: { code: ErrorCode; message: string; retry_after_seconds?: number };
+  error: { code: ErrorCode; message: string; retry_after_seconds?: number; issues?: ErrorIssue[] };
+}
+
+/** One thing wrong with a submitted document (a posted config): where, and what. */
+export interface ErrorIssue {
+  path: string;
+  message: string;
 }
 
 export interface GatewayErrorOptions {
@@ -48,6 +54,8 @@ export interface GatewayErrorOptions {
   retryAfterSeconds?: number;
   /** Extra response headers (e.g. `WWW-Authenticate`). */
   headers?: Record<string, string>;
+  /** Every problem found, for a form to show inline (a posted config); the message names the first. */
+  issues?: ErrorIssue[];
 }
 
 /** An error with a public code and message, safe to show to any caller. */
@@ -57,6 +65,7 @@ export class GatewayError extends Error {
   readonly internal: string | undefined;
   readonly retryAfterSeconds: number | undefined;
   readonly headers: Record<string, string>;
+  readonly issues: ErrorIssue[] | undefined;
 
   constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
     super(message);
@@ -66,12 +75,14 @@ export class GatewayError extends Error {
     this.internal = options.internal;
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.headers = options.headers ?? {};
+    this.issues = options.issues;
   }
 
   /** The wire envelope for this error. */
   toEnvelope(): ErrorEnvelope {
     const error: ErrorEnvelope["error"] = { code: this.code, message: this.message };
     if (this.retryAfterSeconds !== undefined) error.retry_after_seconds = this.retryAfterSeconds;
+    if (this.issues !== undefined) error.issues = this.issues;
     return { error };
   }
 }

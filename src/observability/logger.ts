@@ -80,6 +80,12 @@ export interface LogEvents {
   };
   /** An admin stored, replaced or deleted a secret (its name only, never the value). */
   "admin.secret": { name: string; action: "created" | "replaced" | "deleted" };
+  /** An admin posted a configuration version (its hash, never its content). */
+  "admin.config": { version: number; sha256: string };
+  /** The newest posted config version is not in force (superseded by a deploy, or no longer valid), or D1 was unreadable. */
+  "config.version_unused": { version: number; reason: string };
+  /** Stored secrets could not be read: the Worker's own secrets serve meanwhile. */
+  "secrets.overlay_unavailable": { error_message: string };
   /** One per chat-channel message accepted (a duplicate delivery is the same run). Never the text. */
   "channel.message": { channel: string; agent_id: string; run_id: string; duplicate: boolean };
   /** One per gateway tool callback answered (S5): never its arguments or result. */

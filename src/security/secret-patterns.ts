@@ -69,13 +69,18 @@ function words(name: string): string[] {
  */
 export function isSecretFieldName(name: string): boolean {
   const parts = words(name);
-  for (let i = 0; i < parts.length; i++) {
-    const word = parts[i] as string;
-    if (SECRET_WORDS.has(word)) return true;
-    if (word === "key" && i > 0 && KEY_QUALIFIERS.has(parts[i - 1] as string)) return true;
-  }
-  return false;
+  // The credential word must be what the field *is*: the last word, or followed only by words that still name
+  // the value itself (`apiKeyValue`). `sandboxTokenTtlSeconds` or `tokenUrl` are settings about a credential.
+  let end = parts.length;
+  while (end > 0 && VALUE_SUFFIXES.has(parts[end - 1] as string)) end--;
+  const last = parts[end - 1];
+  if (last === undefined) return false;
+  if (SECRET_WORDS.has(last)) return true;
+  return last === "key" && end > 1 && KEY_QUALIFIERS.has(parts[end - 2] as string);
 }
+
+/** Trailing words after which a field still holds the credential itself. */
+const VALUE_SUFFIXES = new Set(["value", "raw", "plain", "text", "string", "b64", "base64", "hex"]);
 
 /** Shannon entropy in bits per character. */
 function entropy(value: string): number {

@@ -6,6 +6,7 @@
  * `decryptSecret` exists for the gateway's own use of stored secrets. Without a valid key nothing is stored
  * or read (fail closed).
  */
+import { bumpSecretsGeneration } from "../storage/admin-generation";
 
 export const SECRET_NAME = /^[A-Z][A-Z0-9_]{0,127}$/;
 export const MAX_SECRET_VALUE_CHARS = 16_384;
@@ -50,13 +51,16 @@ export async function putSecret(
   );
   const at = now.toISOString();
   const existing = await db.prepare("SELECT created_at FROM admin_secrets WHERE name = ?1").bind(name).first<{ created_at: string }>();
-  await db
-    .prepare(
-      `INSERT INTO admin_secrets (name, iv, ciphertext, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)
-       ON CONFLICT (name) DO UPDATE SET iv = excluded.iv, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at`,
-    )
-    .bind(name, b64(iv), b64(ciphertext), at)
-    .run();
+  // The write and the generation bump commit together, so every isolate that sees the bump reads the new value.
+  await db.batch([
+    db
+      .prepare(
+        `INSERT INTO admin_secrets (name, iv, ciphertext, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)
+         ON CONFLICT (name) DO UPDATE SET iv = excluded.iv, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at`,
+      )
+      .bind(name, b64(iv), b64(ciphertext), at),
+    bumpSecretsGeneration(db),
+  ]);
   return { created: !existing, secret: { name, created_at: existing?.created_at ?? at, updated_at: at } };
 }
 
@@ -66,20 +70,38 @@ export async function listSecrets(db: D1Database): Promise<SecretListing[]> {
 }
 
 export async function deleteSecret(db: D1Database, name: string): Promise<boolean> {
-  const r = await db.prepare("DELETE FROM admin_secrets WHERE name = ?1").bind(name).run();
-  return r.meta.changes === 1;
+  const [r] = await db.batch([db.prepare("DELETE FROM admin_secrets WHERE name = ?1").bind(name), bumpSecretsGeneration(db)]);
+  return r?.meta.changes === 1;
 }
 
 /** A stored value, for the gateway's own use; null when absent or when it does not decrypt under this key and name. */
 export async function decryptSecret(db: D1Database, key: CryptoKey, name: string): Promise<string | null> {
-  const row = await db
-    .prepare("SELECT iv, ciphertext FROM admin_secrets WHERE name = ?1")
-    .bind(name)
-    .first<{ iv: string; ciphertext: string }>();
-  if (!row) return null;
+  const row = await db.prepare("SELECT name, iv, ciphertext FROM admin_secrets WHERE name = ?1").bind(name).first<StoredRow>();
+  return row ? decryptRow(key, row) : null;
+}
+
+/** Every stored value that decrypts under this key, by name (for the gateway's own use, never a response). */
+export async function decryptAllSecrets(db: D1Database, key: CryptoKey): Promise<Record<string, string>> {
+  const rows = await db.prepare("SELECT name, iv, ciphertext FROM admin_secrets ORDER BY name").all<StoredRow>();
+  const values: Record<string, string> = {};
+  for (const row of rows.results) {
+    const value = await decryptRow(key, row);
+    if (value !== null) values[row.name] = value;
+  }
+  return values;
+}
+
+interface StoredRow {
+  name: string;
+  iv: string;
+  ciphertext: string;
+}
+
+/** A row's plaintext, or null when it does not authenticate under this key and its own name. */
+async function decryptRow(key: CryptoKey, row: StoredRow): Promise<string | null> {
   try {
     const plain = await crypto.subtle.decrypt(
-      { name: "AES-GCM", iv: unb64(row.iv), additionalData: new TextEncoder().encode(name) },
+      { name: "AES-GCM", iv: unb64(row.iv), additionalData: new TextEncoder().encode(row.name) },
       key,
       unb64(row.ciphertext),
     );

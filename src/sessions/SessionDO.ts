@@ -40,6 +40,7 @@ import {
 import { type RunView, runView } from "../runs/view";
 import { deliverNotifications, enqueueNotify, type NotifySpec, nextNotifyAt } from "../scheduler/notify";
 import { redactAcrossBoundary, redactJson, redactText, secretValuesFromEnv } from "../security/redact";
+import { refreshStoredSecrets } from "../security/stored-secrets";
 import { createSql, migrate, type Sql } from "../storage/sql";
 import { s5WireArgs } from "../tools/builtin/s5";
 import type { ToolRequest, ToolResponse } from "../tools/envelope";
@@ -148,13 +149,18 @@ export class SessionDO extends DurableObject<Env> {
   /** Whether this instance is executing runs now (in memory: an evicted instance's runs are resumed by the next). */
   #draining = false;
 
+  /** The env as deployed; `this.env` is a copy with admin-stored secrets laid over it (`#refreshSecrets`). */
+  readonly #baseEnv: Env;
+
   constructor(ctx: DurableObjectState, env: Env) {
-    super(ctx, env);
+    // A copy, updated in place: the run engine and every helper hold this one object.
+    super(ctx, { ...env });
+    this.#baseEnv = env;
     this.#sql = createSql(ctx.storage.sql);
     this.#engine = new RunEngine({
       sql: this.#sql,
       storage: ctx.storage,
-      env,
+      env: this.env,
       logger: createLogger("info", gatewayLogSink(env.AUDIT)),
       session: () => this.#currentSession(),
       history: (o) => this.#runHistory(o),
@@ -257,6 +263,7 @@ export class SessionDO extends DurableObject<Env> {
     this.#draining = true;
     try {
       await this.ctx.storage.setAlarm(Date.now() + RUN_WATCHDOG_MS);
+      await this.#refreshSecrets();
       this.#engine.expireOverdue();
       purgeExpired(this.#sql, Date.now());
       await this.#engine.drain();
@@ -275,6 +282,19 @@ export class SessionDO extends DurableObject<Env> {
       this.#draining = false;
     }
     await this.#scheduleNext();
+  }
+
+  /**
+   * Lays the admin-stored secrets over `this.env` (src/security/stored-secrets.ts), at most one D1 probe per
+   * few seconds per isolate. If D1 cannot be read, the values already in place serve (a provider key rotated
+   * a moment ago is picked up on the next alarm).
+   */
+  async #refreshSecrets(): Promise<void> {
+    try {
+      await refreshStoredSecrets(this.env as unknown as Record<string, unknown>, this.#baseEnv);
+    } catch {
+      // Keep what is in place; the next entry tries again.
+    }
   }
 
   /** The alarm for what comes next: queued work at once, else the earliest of audit retry, bundle retry, approval expiry, notification. */
@@ -398,6 +418,7 @@ export class SessionDO extends DurableObject<Env> {
     args: Record<string, unknown>,
     p: ToolCallbackPolicy,
   ): Promise<ToolCallbackAnswer> {
+    await this.#refreshSecrets();
     const row = this.#sql.one<{ session_id: string }>`SELECT session_id FROM session_state WHERE id = 1`;
     if (!row) return { status: 404, code: "resource.not_found", message: `no session ${sessionId}` };
     if (row.session_id !== sessionId)
@@ -638,6 +659,7 @@ export class SessionDO extends DurableObject<Env> {
       reply?: ReplyTarget;
     },
   ): Promise<{ runId: string; sessionId: string; seq: number; duplicate?: boolean }> {
+    await this.#refreshSecrets(); // the message is redacted with every secret in force, stored ones included
     const state = await this.#state(identity);
     const seen = input.dispatchKey ? this.#byDispatchKey(input.dispatchKey) : undefined;
     if (seen) return seen;

@@ -1,0 +1,91 @@
+/**
+ * Stored secrets in use: the values an admin ingested through `POST /api/admin/secrets` (encrypted in D1,
+ * src/security/secrets-store.ts) are laid over the Worker's env, so a provider key or a channel secret can be
+ * set or rotated from the dashboard without a deploy. A stored value wins over the Worker secret of the same
+ * name (the admin's newer act). Every isolate picks a change up within `ADMIN_REFRESH_MS`.
+ *
+ * Fail closed on names: only the secrets the gateway reads can be stored (`storableSecretName`). The two that
+ * guard the store itself — the admin token and the encryption key — come from the deployment only, so a leaked
+ * admin token cannot replace them, and no stored name can shadow a binding (DB, SESSIONS, AUDIT…).
+ * The overlaid values are literal-redacted like every other secret (they are in the env `secretValuesFromEnv` reads).
+ */
+import { adminGenerations } from "../storage/admin-generation";
+import { decryptAllSecrets, secretsKey } from "./secrets-store";
+
+/** Secrets the gateway reads besides provider keys (`<PROVIDER>_API_KEY`). */
+export const GATEWAY_SECRET_NAMES = [
+  "GATEWAY_API_TOKENS",
+  "SANDBOX_TOKEN_SECRET",
+  "SCHEDULER_WEBHOOK_SECRET",
+  "SLACK_BOT_TOKEN",
+  "SLACK_SIGNING_SECRET",
+  "STANDARD_WEBHOOK_SECRET",
+  "TELEGRAM_BOT_TOKEN",
+  "TELEGRAM_WEBHOOK_SECRET",
+] as const;
+
+/** Set with `wrangler secret put` only: they protect the store and the admin API. */
+export const DEPLOYMENT_ONLY_SECRETS = ["GATEWAY_ADMIN_TOKEN", "SECRETS_ENCRYPTION_KEY"] as const;
+
+const PROVIDER_KEY = /^[A-Z][A-Z0-9_]{0,31}_API_KEY$/;
+
+/** Why `name` cannot be stored, or null when it can. */
+export function storableSecretName(name: string): string | null {
+  if ((DEPLOYMENT_ONLY_SECRETS as readonly string[]).includes(name))
+    return `${name} can only be set as a Worker secret (wrangler secret put), not through the API`;
+  if ((GATEWAY_SECRET_NAMES as readonly string[]).includes(name) || PROVIDER_KEY.test(name)) return null;
+  return `${name} is not a secret the gateway reads; it reads <PROVIDER>_API_KEY and ${GATEWAY_SECRET_NAMES.join(", ")}`;
+}
+
+type SecretsEnv = { DB: D1Database; SECRETS_ENCRYPTION_KEY?: string };
+
+/** This isolate's decrypted overlay, for the secrets generation it was read at. */
+let overlay: { generation: number; values: Record<string, string> } | undefined;
+/** Merged envs, per base env object, so a request pays for the spread once per generation. */
+let merged = new WeakMap<object, { generation: number; env: object }>();
+
+/** The stored secrets (decrypted), read again only when the generation moved. Empty without a valid key. */
+export async function storedSecretValues(
+  env: SecretsEnv,
+  now = Date.now(),
+): Promise<{ generation: number; values: Record<string, string> }> {
+  const { secrets: generation } = await adminGenerations(env.DB, now);
+  if (overlay && overlay.generation === generation) return overlay;
+  const key = generation === 0 ? null : await secretsKey(env.SECRETS_ENCRYPTION_KEY);
+  const values = key ? await decryptAllSecrets(env.DB, key) : {};
+  // A name stored before the rules tightened is never laid over the env.
+  for (const name of Object.keys(values)) if (storableSecretName(name) !== null) delete values[name];
+  overlay = { generation, values };
+  return overlay;
+}
+
+/** `env` with the stored secrets laid over it (the same object when none are stored). */
+export async function envWithStoredSecrets<E extends SecretsEnv>(env: E, now = Date.now()): Promise<E> {
+  const { generation, values } = await storedSecretValues(env, now);
+  if (Object.keys(values).length === 0) return env;
+  const hit = merged.get(env);
+  if (hit && hit.generation === generation) return hit.env as E;
+  const next = { ...env, ...values } as E;
+  merged.set(env, { generation, env: next });
+  return next;
+}
+
+/**
+ * Lays the stored secrets over `live` in place (for a Durable Object, whose env object is shared with its run
+ * engine): stored names get their values; names no longer stored get back their value from `base`.
+ */
+export async function refreshStoredSecrets(live: Record<string, unknown>, base: SecretsEnv, now = Date.now()): Promise<void> {
+  const { values } = await storedSecretValues(base, now);
+  const names = new Set([...GATEWAY_SECRET_NAMES, ...Object.keys(live).filter((n) => PROVIDER_KEY.test(n)), ...Object.keys(values)]);
+  for (const name of names) {
+    const value = values[name] ?? (base as Record<string, unknown>)[name];
+    if (value === undefined) delete live[name];
+    else live[name] = value;
+  }
+}
+
+/** Forgets this isolate's overlay (tests). */
+export function forgetStoredSecrets(): void {
+  overlay = undefined;
+  merged = new WeakMap();
+}
