@@ -10,6 +10,7 @@ import { bundledConfig } from "../src/config/load";
 import { parseGatewayConfig } from "../src/config/parse";
 import { bundledConfigSha256, configInForce, forgetConfigInForce, postConfigVersion } from "../src/config/versions";
 import { createApp } from "../src/http/app";
+import { encodeCursor } from "../src/http/pagination";
 import { createLogger } from "../src/observability/logger";
 import { sha256Hex } from "../src/prompts/hash";
 import { forgetStoredSecrets, storableSecretName } from "../src/security/stored-secrets";
@@ -79,13 +80,16 @@ describe("S3 §5 POST /api/admin/config persists a validated config", () => {
       ],
       next_cursor: null,
     });
-    // Pages: newest first, the cursor is the last version seen.
+    // Pages (docs/api.md "Lists"): newest first, keyed by version.
     const page1 = await call(app, "GET", "/api/admin/config/versions?limit=1", undefined, ADMIN);
     expect(page1.body.versions.map((v: any) => v.version)).toEqual([2]);
-    expect(page1.body.next_cursor).toBe("2");
-    const page2 = await call(app, "GET", "/api/admin/config/versions?limit=1&cursor=2", undefined, ADMIN);
+    expect(page1.body.next_cursor).toBe(encodeCursor("config_versions", [2]));
+    const page2 = await call(app, "GET", `/api/admin/config/versions?limit=1&cursor=${page1.body.next_cursor}`, undefined, ADMIN);
     expect(page2.body.versions.map((v: any) => v.version)).toEqual([1]);
     expect(page2.body.next_cursor).toBeNull();
+    expect((await call(app, "GET", "/api/admin/config/versions?cursor=2", undefined, ADMIN)).body).toEqual({
+      error: { code: "invalid.request", message: "cursor is not valid for this list" },
+    });
     // A version as posted, to compare or to post again (rollback).
     const v1 = await call(app, "GET", "/api/admin/config/versions/1", undefined, ADMIN);
     expect(v1.body).toEqual(doc);

@@ -8,6 +8,7 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { encodeCursor } from "../src/http/pagination";
 import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, type App, appFor, call, until } from "./support/runs";
 
@@ -177,21 +178,21 @@ describe("S3 §4 job records: create, read, list", () => {
     const b = await create(write(`b-${jobId("list")}`, { agent_id: "ops" }), ops);
     const all = await admin("GET", "/api/admin/jobs");
     expect(all.status).toBe(200);
-    expect(all.body).toStrictEqual({ jobs: [a, b], next_after: null });
-    expect((await admin("GET", "/api/admin/jobs?agent_id=main")).body).toStrictEqual({ jobs: [a], next_after: null });
-    expect((await admin("GET", "/api/admin/jobs?agent_id=ops")).body).toStrictEqual({ jobs: [b], next_after: null });
-    expect((await admin("GET", "/api/admin/jobs?agent_id=nobody")).body).toStrictEqual({ jobs: [], next_after: null });
+    expect(all.body).toStrictEqual({ jobs: [a, b], next_cursor: null });
+    expect((await admin("GET", "/api/admin/jobs?agent_id=main")).body).toStrictEqual({ jobs: [a], next_cursor: null });
+    expect((await admin("GET", "/api/admin/jobs?agent_id=ops")).body).toStrictEqual({ jobs: [b], next_cursor: null });
+    expect((await admin("GET", "/api/admin/jobs?agent_id=nobody")).body).toStrictEqual({ jobs: [], next_cursor: null });
   });
 
-  it("S3 §4: the list pages with limit and next_after (3 jobs, limit 2)", async () => {
+  it("S3 §4 + Lists: the list pages with limit and cursor → next_cursor (3 jobs, limit 2)", async () => {
     const suffix = crypto.randomUUID().slice(0, 8);
     const jobs = [];
     for (const n of [1, 2, 3]) jobs.push(await create(write(`page-${suffix}-${n}`)));
     const first = await admin("GET", "/api/admin/jobs?limit=2");
     expect(first.status).toBe(200);
-    expect(first.body).toStrictEqual({ jobs: [jobs[0], jobs[1]], next_after: `page-${suffix}-2` });
-    const second = await admin("GET", `/api/admin/jobs?limit=2&after=${first.body.next_after}`);
-    expect(second.body).toStrictEqual({ jobs: [jobs[2]], next_after: null });
+    expect(first.body).toStrictEqual({ jobs: [jobs[0], jobs[1]], next_cursor: encodeCursor("jobs", [`page-${suffix}-2`]) });
+    const second = await admin("GET", `/api/admin/jobs?limit=2&cursor=${first.body.next_cursor}`);
+    expect(second.body).toStrictEqual({ jobs: [jobs[2]], next_cursor: null });
   });
 
   it("S3 §4: GET of an unknown job is 404 resource.not_found", async () => {
@@ -535,7 +536,7 @@ describe("S3 §4 DELETE and firings", () => {
     expectError(await admin("DELETE", jobPath(id)), 404, "resource.not_found", `no job ${id}`);
     const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM job_firings WHERE job_id = ?1").bind(id).first<{ n: number }>();
     expect(left?.n).toBe(0);
-    expect((await admin("GET", `${jobPath(id)}/firings`)).body).toStrictEqual({ firings: [] });
+    expect((await admin("GET", `${jobPath(id)}/firings`)).body).toStrictEqual({ firings: [], next_cursor: null });
   });
 
   it("S3 §4: GET /firings lists a job's firings newest first, with run ids and the nested notify outcome", async () => {
@@ -609,9 +610,11 @@ describe("S3 §4 DELETE and firings", () => {
           notify: { channel: "none", status: "none", attempts: 0, error: null, notified_at: null },
         },
       ],
+      next_cursor: null,
     });
     const limited = await admin("GET", `${jobPath(id)}/firings?limit=1`);
     expect(limited.body.firings.map((f: any) => f.scheduled_for)).toEqual(["2026-03-01T12:00:00.000Z"]);
+    expect(limited.body.next_cursor).toBe(encodeCursor(`firings:${id}`, ["2026-03-01T12:00:00.000Z"]));
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * Human approvals and capabilities for admins (S1 §3.3, S4 §1.1, DESIGN "Approvals", "Capabilities"):
- *   GET  /api/admin/approvals                         the D1 approval index (pending first by default)
+ *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/pagination.ts)
  *   GET  /api/admin/approvals/{approval_id}           one approval with its redacted arguments
  *   POST /api/admin/approvals/{approval_id}           {decision: "approve"|"deny", reason?} → 200; 409 decided, 410 expired
  *   GET  /api/admin/sessions/{session_id}/capabilities   granted and pending (requested by the model) capabilities
@@ -9,12 +9,13 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { APPROVAL_ID, type ApprovalRow, approvalObjectId, listApprovals } from "../runs/approvals";
+import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../runs/approvals";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
 const Approval = z
@@ -60,20 +61,29 @@ const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
 const notFound = { description: "No such approval or session", content: json(ErrorEnvelope) };
 
+/** Approvals page newest first on (created_at, approval_id), which never change for an approval. */
+const approvalPages = keyset<ApprovalIndexRow, [string, string]>("approvals", ["string", "string"], (a) => [a.created_at, a.approval_id]);
+
 const listRoute = createRoute({
   method: "get",
   path: "/api/admin/approvals",
-  summary: "List approval requests",
+  summary: "List approval requests, newest first",
+  description:
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `approval_id`, descending.",
   middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
-      status: z.enum(["pending", "approved", "denied", "expired"]).optional(),
-      agent_id: z.string().optional(),
-      limit: z.coerce.number().int().min(1).max(200).default(50),
+      status: z.enum(["pending", "approved", "denied", "expired"]).optional().openapi({ description: "Only approvals in this status" }),
+      agent_id: z.string().optional().openapi({ description: "Only this agent's approvals" }),
+      ...pageQuery(),
     }),
   },
   responses: {
-    200: { description: "Approvals, newest first", content: json(z.object({ approvals: z.array(ApprovalSummary) })) },
+    200: {
+      description: "Approvals, newest first",
+      content: json(z.object({ approvals: z.array(ApprovalSummary), next_cursor: NextCursor })),
+    },
+    400: { description: "Invalid query or cursor", content: json(ErrorEnvelope) },
     401: unauthorized,
   },
 });
@@ -188,7 +198,10 @@ export function adminApprovalRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    return c.json({ approvals: await listApprovals(c.env.DB, { status: q.status, agentId: q.agent_id, limit: q.limit }) }, 200);
+    const after = approvalPages.after(q.cursor);
+    const rows = await listApprovals(c.env.DB, { status: q.status, agentId: q.agent_id, after, limit: q.limit + 1 });
+    const { items, next_cursor } = approvalPages.page(rows, q.limit);
+    return c.json({ approvals: items, next_cursor }, 200);
   });
 
   app.openapi(getRoute, async (c) => {

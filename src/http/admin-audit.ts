@@ -24,6 +24,7 @@ const readRoute = createRoute({
   responses: {
     200: { description: "JSONL, one S3 §3 audit event per line", content: { "application/x-ndjson": { schema: z.string() } } },
     400: { description: "Invalid query", content: { "application/json": { schema: ErrorEnvelope } } },
+    401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
   },
 });
 
@@ -48,6 +49,8 @@ const verifyRoute = createRoute({
         },
       },
     },
+    400: { description: "Invalid query", content: { "application/json": { schema: ErrorEnvelope } } },
+    401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
   },
 });
 

@@ -19,7 +19,14 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { defaultModelRef, resolveConfiguredModelRef } from "../config/model-ref";
 import { GATEWAY_AUDIT_AGENT } from "../config/schema";
-import { configInForce, configVersionBody, forgetConfigInForce, listConfigVersions, postConfigVersion } from "../config/versions";
+import {
+  type ConfigVersionRecord,
+  configInForce,
+  configVersionBody,
+  forgetConfigInForce,
+  listConfigVersions,
+  postConfigVersion,
+} from "../config/versions";
 import { listRuns } from "../runs/index-d1";
 import { detectSecretValue, isSecretFieldName } from "../security/secret-patterns";
 import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../security/secrets-store";
@@ -27,6 +34,7 @@ import { storableSecretName } from "../security/stored-secrets";
 import { forgetAdminGenerations } from "../storage/admin-generation";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
@@ -74,19 +82,16 @@ const postConfigRoute = createRoute({
     409: { description: "If-Match names a version that is no longer the newest", content: json(ErrorEnvelope) },
   },
 });
+/** Config versions page newest first, keyed by version number (docs/api.md "Lists"). */
+const versionPages = keyset<ConfigVersionRecord, [number]>("config_versions", ["number"], (v) => [v.version]);
+
 const listVersionsRoute = createRoute({
   method: "get",
   path: "/api/admin/config/versions",
   summary: "The configuration in force and the posted versions, newest first",
   middleware: [requireScope("admin")] as const,
   request: {
-    query: z.object({
-      limit: z.coerce.number().int().min(1).max(200).default(50),
-      cursor: z
-        .string()
-        .regex(/^[1-9][0-9]{0,15}$/, "cursor is not valid for this list")
-        .optional(),
-    }),
+    query: z.object(pageQuery()),
   },
   responses: {
     200: {
@@ -100,7 +105,7 @@ const listVersionsRoute = createRoute({
             problem: z.string().optional(),
           }),
           versions: z.array(ConfigVersion),
-          next_cursor: z.string().nullable(),
+          next_cursor: NextCursor,
         }),
       ),
     },
@@ -133,13 +138,10 @@ const listSecretsRoute = createRoute({
 });
 const SecretWrite = z
   .strictObject({
-    name: z
-      .string()
-      .regex(SECRET_NAME, "upper-case letters, digits and _ (at most 128), starting with a letter")
-      .openapi({
-        description:
-          "A secret the gateway reads: `<PROVIDER>_API_KEY`, a channel secret, … (GATEWAY_ADMIN_TOKEN and SECRETS_ENCRYPTION_KEY cannot be stored)",
-      }),
+    name: z.string().regex(SECRET_NAME, "upper-case letters, digits and _ (at most 128), starting with a letter").openapi({
+      description:
+        "A secret the gateway reads: `<PROVIDER>_API_KEY`, a channel secret, … (GATEWAY_ADMIN_TOKEN and SECRETS_ENCRYPTION_KEY cannot be stored)",
+    }),
     value: z.string().min(1).max(MAX_SECRET_VALUE_CHARS),
   })
   .openapi("SecretWrite");
@@ -258,8 +260,9 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(listVersionsRoute, async (c) => {
     const q = c.req.valid("query");
     const inForce = await configInForce(c.env.DB);
-    const versions = await listConfigVersions(c.env.DB, { limit: q.limit, before: q.cursor ? Number(q.cursor) : undefined });
-    const last = versions.at(-1);
+    const after = versionPages.after(q.cursor);
+    const rows = await listConfigVersions(c.env.DB, { limit: q.limit + 1, before: after?.[0] });
+    const { items, next_cursor } = versionPages.page(rows, q.limit);
     return c.json(
       {
         in_force: {
@@ -268,8 +271,8 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
           sha256: inForce.sha256,
           ...(inForce.problem ? { problem: inForce.problem } : {}),
         },
-        versions: versions.map(({ version, sha256, created_at, actor }) => ({ version, sha256, created_at, actor })),
-        next_cursor: versions.length === q.limit && last && last.version > 1 ? String(last.version) : null,
+        versions: items.map(({ version, sha256, created_at, actor }) => ({ version, sha256, created_at, actor })),
+        next_cursor,
       },
       200,
     );

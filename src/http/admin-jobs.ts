@@ -1,11 +1,11 @@
 /**
  * Scheduler jobs for admins (S3 §4, DESIGN §3):
- *   GET    /api/admin/jobs                       jobs in id order (?agent_id, ?after, ?limit)
+ *   GET    /api/admin/jobs                       jobs in job_id order (?agent_id; paged: ?limit ≤ 500, ?cursor → next_cursor)
  *   POST   /api/admin/jobs                       create → 201; 409 when the id exists
  *   GET    /api/admin/jobs/{job_id}              one job
  *   PUT    /api/admin/jobs/{job_id}              replace → 200 (the body's job_id, if given, must match)
  *   DELETE /api/admin/jobs/{job_id}              delete → 200 with the deleted job
- *   GET    /api/admin/jobs/{job_id}/firings      its firings, newest first, with their run ids
+ *   GET    /api/admin/jobs/{job_id}/firings      its firings, newest first, with their run ids (paged: ?limit, ?cursor)
  * Every change is an audit event (`job.created`, `job.updated`, `job.deleted`) in the agent's main session stream.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
@@ -26,6 +26,7 @@ import {
 } from "../scheduler/jobs";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
 
 const Job = z
@@ -93,20 +94,28 @@ const notFound = { description: "No such job", content: json(ErrorEnvelope) };
 const invalid = { description: "Invalid job", content: json(ErrorEnvelope) };
 const JobParam = z.object({ job_id: z.string().regex(JOB_ID, "a job id") });
 
+/** The most jobs one page may hold: more than the other lists' 200, since jobs are few and small. */
+const MAX_JOBS_PAGE = 500;
+
+/** Jobs page in job_id order (the primary key); firings newest first on scheduled_for (unique per job). */
+const jobPages = keyset<JobRecord, [string]>("jobs", ["string"], (j) => [j.job_id]);
+const firingPages = (jobId: string) => keyset<FiringRecord, [string]>(`firings:${jobId}`, ["string"], (f) => [f.scheduled_for]);
+
 const listRoute = createRoute({
   method: "get",
   path: "/api/admin/jobs",
-  summary: "List scheduler jobs",
+  summary: "List scheduler jobs in job_id order",
+  description: `Paged like every list (docs/api.md, Lists): \`limit\` (here 1–${MAX_JOBS_PAGE}), \`cursor\` → \`next_cursor\`. Order: \`job_id\` ascending.`,
   middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
-      agent_id: z.string().optional(),
-      after: z.string().optional().openapi({ description: "the last job_id of the previous page" }),
-      limit: z.coerce.number().int().min(1).max(500).default(100),
+      agent_id: z.string().optional().openapi({ description: "Only this agent's jobs" }),
+      ...pageQuery(MAX_JOBS_PAGE),
     }),
   },
   responses: {
-    200: { description: "Jobs in job_id order", content: json(z.object({ jobs: z.array(Job), next_after: z.string().nullable() })) },
+    200: { description: "Jobs in job_id order", content: json(z.object({ jobs: z.array(Job), next_cursor: NextCursor })) },
+    400: { description: "Invalid query or cursor", content: json(ErrorEnvelope) },
     401: unauthorized,
   },
 });
@@ -162,9 +171,16 @@ const firingsRoute = createRoute({
   method: "get",
   path: "/api/admin/jobs/{job_id}/firings",
   summary: "A job's firings with their run ids and notification outcomes, newest first",
+  description:
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `scheduled_for` descending; " +
+    "a cursor is valid only for the job it came from. An unknown job has no firings (an empty list).",
   middleware: [requireScope("admin")] as const,
-  request: { params: JobParam, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
-  responses: { 200: { description: "Firings", content: json(z.object({ firings: z.array(Firing) })) }, 401: unauthorized },
+  request: { params: JobParam, query: z.object(pageQuery()) },
+  responses: {
+    200: { description: "Firings, newest first", content: json(z.object({ firings: z.array(Firing), next_cursor: NextCursor })) },
+    400: { description: "Invalid job id, query or cursor", content: json(ErrorEnvelope) },
+    401: unauthorized,
+  },
 });
 
 /** Validates a write body with the scheduler's schema, then the checks that need the config or the environment. */
@@ -212,8 +228,10 @@ export function adminJobRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    const jobs = await listJobs(c.env.DB, { agentId: q.agent_id, after: q.after, limit: q.limit });
-    return c.json({ jobs, next_after: jobs.length === q.limit ? (jobs.at(-1)?.job_id ?? null) : null }, 200);
+    const after = jobPages.after(q.cursor);
+    const rows = await listJobs(c.env.DB, { agentId: q.agent_id, after: after?.[0], limit: q.limit + 1 });
+    const { items, next_cursor } = jobPages.page(rows, q.limit);
+    return c.json({ jobs: items, next_cursor }, 200);
   });
 
   app.openapi(createJobRoute, async (c) => {
@@ -251,9 +269,12 @@ export function adminJobRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(firingsRoute, async (c) => {
     const { job_id } = c.req.valid("param");
-    const { limit } = c.req.valid("query");
-    const firings: FiringRecord[] = await listFirings(c.env.DB, job_id, limit);
-    return c.json({ firings }, 200);
+    const q = c.req.valid("query");
+    const pages = firingPages(job_id);
+    const after = pages.after(q.cursor);
+    const rows = await listFirings(c.env.DB, job_id, { before: after?.[0], limit: q.limit + 1 });
+    const { items, next_cursor } = pages.page(rows, q.limit);
+    return c.json({ firings: items, next_cursor }, 200);
   });
 
   return app;

@@ -1,14 +1,15 @@
 /**
- * Admin views of sessions (S3 §5 "Dashboard Admin APIs"):
- * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel) and
- * `GET /api/admin/chat/sessions/{session_id}/messages` (ordered, with tool metadata).
+ * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/pagination.ts):
+ * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first, and
+ * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { findSessionKey, listSessions } from "../sessions/index-d1";
+import { findSessionKey, listSessions, type SessionSummary as SessionRow } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import { TranscriptRow } from "../sessions/transcript";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 const SessionSummary = z
@@ -27,44 +28,65 @@ const SessionSummary = z
 
 /** A transcript row as admins see it: everything but the generation id (in the envelope) and redaction paths. */
 const Message = TranscriptRow.omit({ session_id: true, redactions: true }).openapi("SessionMessage");
+type Message = z.infer<typeof Message>;
+
+const json = (schema: z.ZodType) => ({ "application/json": { schema } });
+const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
+const invalid = { description: "Invalid query or cursor", content: json(ErrorEnvelope) };
+
+/** Sessions page newest first on (created_at, session_key), which never change for a session. */
+const sessionPages = keyset<SessionRow, [string, string]>("sessions", ["string", "string"], (s) => [s.created_at, s.session_key]);
+
+/** One generation's messages page in transcript order on seq; a cursor belongs to that generation. */
+const messagePages = (sessionId: string) => keyset<Message, [number]>(`messages:${sessionId}`, ["number"], (m) => [m.seq]);
 
 const listRoute = createRoute({
   method: "get",
   path: "/api/admin/chat/sessions",
-  summary: "List chat sessions",
+  summary: "List chat sessions, newest first",
+  description:
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `session_key`, descending. " +
+    "Filters combine (AND).",
   middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
-      agent_id: z.string().optional(),
-      user_id: z.string().optional(),
-      room_id: z.string().optional(),
-      channel: z.string().optional(),
-      limit: z.coerce.number().int().min(1).max(200).default(50),
+      agent_id: z.string().optional().openapi({ description: "Only this agent's sessions" }),
+      user_id: z.string().optional().openapi({ description: "Only sessions of this user (the peer of a dm session)" }),
+      room_id: z.string().optional().openapi({ description: "Only sessions in this room (the channel account)" }),
+      channel: z
+        .string()
+        .optional()
+        .openapi({ description: "Only sessions of this channel (http, telegram, slack, …; main: agents' main sessions)" }),
+      ...pageQuery(),
     }),
   },
   responses: {
     200: {
-      description: "Sessions, most recently active first",
-      content: { "application/json": { schema: z.object({ sessions: z.array(SessionSummary) }) } },
+      description: "Sessions, newest first",
+      content: json(z.object({ sessions: z.array(SessionSummary), next_cursor: NextCursor })),
     },
-    401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
+    400: invalid,
+    401: unauthorized,
   },
 });
 
 const messagesRoute = createRoute({
   method: "get",
   path: "/api/admin/chat/sessions/{session_id}/messages",
-  summary: "The ordered messages of one session generation",
+  summary: "The messages of one session generation, in transcript order",
+  description:
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `seq` ascending, archived parts included; " +
+    "a cursor is valid only for the session it came from.",
   middleware: [requireScope("admin")] as const,
-  request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }) },
+  request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }), query: z.object(pageQuery()) },
   responses: {
     200: {
       description: "Messages in order",
-      content: {
-        "application/json": { schema: z.object({ session_id: z.string(), session_key: z.string(), messages: z.array(Message) }) },
-      },
+      content: json(z.object({ session_id: z.string(), session_key: z.string(), messages: z.array(Message), next_cursor: NextCursor })),
     },
-    404: { description: "No such session", content: { "application/json": { schema: ErrorEnvelope } } },
+    400: invalid,
+    401: unauthorized,
+    404: { description: "No such session", content: json(ErrorEnvelope) },
   },
 });
 
@@ -73,20 +95,26 @@ export function adminSessionRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    const sessions = await listSessions(c.env.DB, {
+    const after = sessionPages.after(q.cursor);
+    const rows = await listSessions(c.env.DB, {
       agentId: q.agent_id,
       userId: q.user_id,
       roomId: q.room_id,
       channel: q.channel,
-      limit: q.limit,
+      after,
+      limit: q.limit + 1,
     });
-    return c.json({ sessions }, 200);
+    const { items, next_cursor } = sessionPages.page(rows, q.limit);
+    return c.json({ sessions: items, next_cursor }, 200);
   });
   app.openapi(messagesRoute, async (c) => {
     const { session_id } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const pages = messagePages(session_id);
+    const after = pages.after(q.cursor);
     const owner = await findSessionKey(c.env.DB, session_id);
     if (!owner) throw new GatewayError("resource.not_found", `no session ${session_id}`);
-    const rows = await c.env.SESSIONS.getByName(owner.sessionKey).messages(session_id);
+    const rows = await c.env.SESSIONS.getByName(owner.sessionKey).messages(session_id, { afterSeq: after?.[0] ?? 0, limit: q.limit + 1 });
     if (!rows) throw new GatewayError("resource.not_found", `no session ${session_id}`);
     const messages = rows.map(({ seq, role, content, ts, run_id, tool_name, tool_call_id }) => ({
       seq,
@@ -97,7 +125,8 @@ export function adminSessionRoutes(): OpenAPIHono<AppEnv> {
       tool_name,
       tool_call_id,
     }));
-    return c.json({ session_id, session_key: owner.sessionKey, messages }, 200);
+    const { items, next_cursor } = pages.page(messages, q.limit);
+    return c.json({ session_id, session_key: owner.sessionKey, messages: items, next_cursor }, 200);
   });
   return app;
 }

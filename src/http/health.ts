@@ -5,7 +5,7 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { GatewayError } from "./errors";
-import { type AppEnv, createRouter } from "./router";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 const HealthQuery = z.object({
   deep: z.enum(["0", "1", "true", "false"]).optional().openapi({ description: "1 or true: also validate the default model's provider" }),
@@ -32,7 +32,8 @@ const healthz = createRoute({
   request: { query: HealthQuery },
   responses: {
     200: { description: "The gateway is up", content: { "application/json": { schema: HealthResponse } } },
-    503: { description: "Strict startup validation failed" },
+    400: { description: "Invalid query (deep must be 0, 1, true or false)", content: { "application/json": { schema: ErrorEnvelope } } },
+    503: { description: "Strict startup validation failed", content: { "application/json": { schema: ErrorEnvelope } } },
   },
 });
 

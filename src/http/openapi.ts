@@ -3,7 +3,10 @@
  * (`@hono/zod-openapi`) and served at `GET /openapi.json`. Every operation says which credential it needs:
  * `security` names the bearer scheme of its scope (`admin`, `api`, `sandbox`); webhooks authenticate by
  * their platform's signature (`x-auth: signature`); `/healthz` and this document need nothing.
- * `test/openapi.test.ts` fails when a registered route is missing from the document.
+ * `test/openapi.test.ts` fails when a registered API route is missing from the document (pages such as `/admin`
+ * and `/docs` are not API operations and are left out), when the document does not validate against the official
+ * OpenAPI 3.1 meta-schema (every Schema Object against JSON Schema 2020-12), and when an operation that takes input
+ * does not document the S3 error envelope for at least one 4xx.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "./router";

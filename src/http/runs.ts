@@ -4,7 +4,7 @@
  *   GET  /v1/runs/{run_id}             S3's run shape
  *   POST /v1/runs/{run_id}/cancel      ends a queued or running run with `run.cancelled`
  *   GET  /v1/runs/{run_id}/events      lifecycle events as Server-Sent Events, from any seq
- *   GET  /api/admin/runs               the D1 run index (admin)
+ *   GET  /api/admin/runs               the D1 run index (admin), newest first, paged (src/http/pagination.ts)
  *   GET  /api/admin/runs/{run_id}      the run with its events, trace and prompt manifests (admin)
  * A run id names the SessionDO that holds it, so none of these scan anything.
  * API callers see only their own runs; another caller's run is "not found".
@@ -13,7 +13,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { RUN_ID, runObjectId } from "../runs/ids";
-import { listRuns } from "../runs/index-d1";
+import { listRuns, type RunIndexRow } from "../runs/index-d1";
 import { buildRunSpec } from "../runs/spec";
 import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
@@ -21,6 +21,7 @@ import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
+import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
 export const RunRequest = z
@@ -137,42 +138,46 @@ const eventsRoute = createRoute({
   responses: { 200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } }, ...errors },
 });
 
+const RUN_STATUSES = ["queued", "running", "awaiting_approval", "completed", "failed", "cancelled"] as const;
+
+const RunIndexEntry = z
+  .object({
+    run_id: z.string(),
+    agent_id: z.string(),
+    session_key: z.string(),
+    session_id: z.string(),
+    caller_id: z.string().nullable(),
+    source: z.string(),
+    status: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi("RunIndexEntry");
+
+/** The run index pages newest first on (created_at, run_id), which never change once a run is queued. */
+const runPages = keyset<RunIndexRow, [string, string]>("runs", ["string", "string"], (r) => [r.created_at, r.run_id]);
+
 const adminListRoute = createRoute({
   method: "get",
   path: "/api/admin/runs",
-  summary: "List runs (the D1 run index)",
+  summary: "List runs (the D1 run index), newest first",
+  description:
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `run_id`, descending.",
   middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
-      agent_id: z.string().optional(),
-      status: z.enum(["queued", "running", "awaiting_approval", "completed", "failed", "cancelled"]).optional(),
-      caller_id: z.string().optional(),
-      limit: z.coerce.number().int().min(1).max(200).default(50),
+      agent_id: z.string().optional().openapi({ description: "Only this agent's runs" }),
+      status: z.enum(RUN_STATUSES).optional().openapi({ description: "Only runs in this status" }),
+      caller_id: z.string().optional().openapi({ description: "Only runs queued by this API caller" }),
+      ...pageQuery(),
     }),
   },
   responses: {
     200: {
       description: "Runs, newest first",
-      content: {
-        "application/json": {
-          schema: z.object({
-            runs: z.array(
-              z.object({
-                run_id: z.string(),
-                agent_id: z.string(),
-                session_key: z.string(),
-                session_id: z.string(),
-                caller_id: z.string().nullable(),
-                source: z.string(),
-                status: z.string(),
-                created_at: z.string(),
-                updated_at: z.string(),
-              }),
-            ),
-          }),
-        },
-      },
+      content: { "application/json": { schema: z.object({ runs: z.array(RunIndexEntry), next_cursor: NextCursor }) } },
     },
+    400: { description: "Invalid query or cursor", content: { "application/json": { schema: ErrorEnvelope } } },
     401: errors[401],
   },
 });
@@ -330,8 +335,10 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(adminListRoute, async (c) => {
     const q = c.req.valid("query");
-    const runs = await listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, limit: q.limit });
-    return c.json({ runs }, 200);
+    const after = runPages.after(q.cursor);
+    const rows = await listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, after, limit: q.limit + 1 });
+    const { items, next_cursor } = runPages.page(rows, q.limit);
+    return c.json({ runs: items, next_cursor }, 200);
   });
 
   app.openapi(adminRunRoute, async (c) => {

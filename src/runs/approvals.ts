@@ -106,16 +106,24 @@ export async function indexApproval(db: D1Database, r: ApprovalIndexRow): Promis
     .run();
 }
 
+/** Approvals matching the filters, newest first: (created_at, approval_id) descending, a stable and unique order. */
 export async function listApprovals(
   db: D1Database,
-  f: { status?: string | undefined; agentId?: string | undefined; limit: number },
+  f: {
+    status?: string | undefined;
+    agentId?: string | undefined;
+    /** Keyset cursor: only approvals after this (created_at, approval_id) in list order. */
+    after?: readonly [createdAt: string, approvalId: string] | undefined;
+    limit: number;
+  },
 ): Promise<ApprovalIndexRow[]> {
   const rows = await db
     .prepare(
       `SELECT approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at FROM approvals
-       WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR agent_id = ?2) ORDER BY created_at DESC, approval_id LIMIT ?3`,
+       WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR (created_at, approval_id) < (?3, ?4))
+       ORDER BY created_at DESC, approval_id DESC LIMIT ?5`,
     )
-    .bind(f.status ?? null, f.agentId ?? null, f.limit)
+    .bind(f.status ?? null, f.agentId ?? null, f.after?.[0] ?? null, f.after?.[1] ?? null, f.limit)
     .all<ApprovalIndexRow>();
   return rows.results;
 }

@@ -32,18 +32,21 @@ export interface RunFilters {
   agentId?: string | undefined;
   status?: string | undefined;
   callerId?: string | undefined;
+  /** Keyset cursor: only runs after this (created_at, run_id) in list order. */
+  after?: readonly [createdAt: string, runId: string] | undefined;
   limit: number;
 }
 
-/** Runs matching the filters, newest first. */
+/** Runs matching the filters, newest first: (created_at, run_id) descending, a stable and unique order. */
 export async function listRuns(db: D1Database, f: RunFilters): Promise<RunIndexRow[]> {
   const rows = await db
     .prepare(
       `SELECT run_id, agent_id, session_key, session_id, caller_id, source, status, created_at, updated_at FROM runs
        WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR caller_id = ?3)
-       ORDER BY created_at DESC, run_id LIMIT ?4`,
+         AND (?4 IS NULL OR (created_at, run_id) < (?4, ?5))
+       ORDER BY created_at DESC, run_id DESC LIMIT ?6`,
     )
-    .bind(f.agentId ?? null, f.status ?? null, f.callerId ?? null, f.limit)
+    .bind(f.agentId ?? null, f.status ?? null, f.callerId ?? null, f.after?.[0] ?? null, f.after?.[1] ?? null, f.limit)
     .all<RunIndexRow>();
   return rows.results;
 }

@@ -214,7 +214,7 @@ export async function getJob(db: D1Database, jobId: string): Promise<JobRecord |
   return row ? toRecord(row) : null;
 }
 
-/** Jobs in id order, after `after` (a page cursor), optionally one agent's. */
+/** Jobs in job_id order (unique), after `after` (a page cursor), optionally one agent's. */
 export async function listJobs(
   db: D1Database,
   f: { agentId?: string | undefined; after?: string | undefined; limit: number },
@@ -248,15 +248,19 @@ export interface FiringRecord {
   };
 }
 
-/** A job's firings, newest first. */
-export async function listFirings(db: D1Database, jobId: string, limit: number): Promise<FiringRecord[]> {
+/** A job's firings, newest first (scheduled_for descending, unique per job), after `before` (a page cursor). */
+export async function listFirings(
+  db: D1Database,
+  jobId: string,
+  f: { before?: string | undefined; limit: number },
+): Promise<FiringRecord[]> {
   const rows = await db
     .prepare(
       `SELECT job_id, scheduled_for, agent_id, status, missed, claimed_at, attempts, run_id, session_key, dispatched_at, error,
               notify_channel, notify_status, notify_attempts, notify_error, notified_at
-       FROM job_firings WHERE job_id = ?1 ORDER BY scheduled_for DESC LIMIT ?2`,
+       FROM job_firings WHERE job_id = ?1 AND (?2 IS NULL OR scheduled_for < ?2) ORDER BY scheduled_for DESC LIMIT ?3`,
     )
-    .bind(jobId, limit)
+    .bind(jobId, f.before ?? null, f.limit)
     .all<
       Omit<FiringRecord, "notify"> & {
         notify_channel: string;

@@ -844,21 +844,30 @@ export class SessionDO extends DurableObject<Env> {
     }
   }
 
-  /** Every message of a generation of this session, in order (archived parts, then live rows). */
-  async messages(sessionId: string): Promise<TranscriptRow[] | null> {
+  /**
+   * Every message of a generation of this session, in order (archived parts, then live rows); with `page`, only
+   * those with seq > `afterSeq`, at most `limit` of them (the admin messages list pages on seq).
+   */
+  async messages(sessionId: string, page?: { afterSeq: number; limit: number }): Promise<TranscriptRow[] | null> {
     const generation = this.#sql.one<{ archive_key: string | null; archived_at: string | null }>`
       SELECT archive_key, archived_at FROM generations WHERE session_id = ${sessionId}`;
     if (!generation) return null;
-    if (generation.archived_at && generation.archive_key) return this.#readArchive(generation.archive_key);
+    const afterSeq = page?.afterSeq ?? 0;
+    const limit = page?.limit ?? 1_000_000;
+    if (generation.archived_at && generation.archive_key) {
+      const archived = await this.#readArchive(generation.archive_key);
+      return archived && (page ? archived.filter((r) => r.seq > afterSeq).slice(0, limit) : archived);
+    }
     const rows: TranscriptRow[] = [];
     for (const part of this.#sql.all<{
       r2_key: string;
-    }>`SELECT r2_key FROM archived_parts WHERE session_id = ${sessionId} ORDER BY first_seq`) {
+    }>`SELECT r2_key FROM archived_parts WHERE session_id = ${sessionId} AND last_seq > ${afterSeq} ORDER BY first_seq`) {
+      if (rows.length >= limit) break;
       const archived = await this.#readArchive(part.r2_key);
-      if (archived) rows.push(...archived);
+      if (archived) rows.push(...archived.filter((r) => r.seq > afterSeq));
     }
-    rows.push(...listMessages(this.#sql, sessionId, 0, 1_000_000));
-    return rows;
+    if (rows.length < limit) rows.push(...listMessages(this.#sql, sessionId, afterSeq, limit - rows.length));
+    return rows.slice(0, limit);
   }
 
   /** A generation's transcript as JSONL, byte-stable. */

@@ -53,6 +53,8 @@ export interface SessionFilters {
   userId?: string | undefined;
   roomId?: string | undefined;
   channel?: string | undefined;
+  /** Keyset cursor: only sessions after this (created_at, session_key) in list order. */
+  after?: readonly [createdAt: string, sessionKey: string] | undefined;
   limit: number;
 }
 
@@ -68,16 +70,20 @@ export interface SessionSummary {
   updated_at: string;
 }
 
-/** Sessions matching the filters, most recently active first. */
+/**
+ * Sessions matching the filters, newest first: (created_at, session_key) descending, a stable and unique order
+ * (`updated_at` moves with activity, so paging on it would repeat or skip sessions active meanwhile).
+ */
 export async function listSessions(db: D1Database, f: SessionFilters): Promise<SessionSummary[]> {
   const rows = await db
     .prepare(
       `SELECT session_key, agent_id, channel, account_id AS room_id, peer_id AS user_id, scope, session_id, created_at, updated_at
        FROM sessions
        WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR peer_id = ?2) AND (?3 IS NULL OR account_id = ?3) AND (?4 IS NULL OR channel = ?4)
-       ORDER BY updated_at DESC, session_key LIMIT ?5`,
+         AND (?5 IS NULL OR (created_at, session_key) < (?5, ?6))
+       ORDER BY created_at DESC, session_key DESC LIMIT ?7`,
     )
-    .bind(f.agentId ?? null, f.userId ?? null, f.roomId ?? null, f.channel ?? null, f.limit)
+    .bind(f.agentId ?? null, f.userId ?? null, f.roomId ?? null, f.channel ?? null, f.after?.[0] ?? null, f.after?.[1] ?? null, f.limit)
     .all<SessionSummary>();
   return rows.results;
 }
