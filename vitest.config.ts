@@ -56,7 +56,7 @@ export default defineConfig(async () => {
           test: {
             name: "workers",
             include: ["test/**/*.test.ts"],
-            exclude: ["test/build/**"],
+            exclude: ["test/build/**", "test/browser/**"],
             setupFiles: ["./test/support/apply-migrations.ts"],
           },
         },
@@ -65,6 +65,19 @@ export default defineConfig(async () => {
             name: "build",
             include: ["test/build/**/*.test.ts"],
             environment: "node",
+          },
+        },
+        {
+          // The admin dashboard end to end in Debian's Chromium (scripts/chromium.sh installs it when missing)
+          // against a local gateway (test/browser/gateway.ts). Slow: one file, its tests in order.
+          test: {
+            name: "browser",
+            include: ["test/browser/**/*.test.ts"],
+            environment: "node",
+            fileParallelism: false,
+            sequence: { concurrent: false },
+            testTimeout: 120_000,
+            hookTimeout: 600_000,
           },
         },
       ],

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // The offline model: a tiny OpenAI-compatible Chat Completions server that
 // `npm start` runs beside the gateway, so the whole gateway (tool rounds, the
-// S4 §3 marker protocol, NOTES blocks, the failure loop) can be tried with no
-// account, no key and no network. It follows a fixed script instead of
-// thinking (docs/local-model.md has the table): the same request always gets
-// the same response, byte for byte — no randomness, and `created` is always 0.
+// S4 §3 marker protocol, NOTES blocks, the failure loop, the approval of a
+// side-effect tool call) can be tried with no account, no key and no network.
+// It follows a fixed script instead of thinking (docs/local-model.md has the
+// table): the same request always gets the same response, byte for byte — no
+// randomness, and `created` is always 0.
 //
 // Models: `sophie-local` (native tool calling when the request offers `tools`)
 // and `sophie-local-markers` (the same script; the gateway offers it no tools,
@@ -25,6 +26,8 @@ const TOOL_CALLS_BEGIN = "<<<TOOL_CALLS_JSON>>>";
 const TOOL_CALLS_END = "<<<END_TOOL_CALLS_JSON>>>";
 /** The head of an S4 §3 success result (keys in the spec's order), for results cut short by the gateway's caps. */
 const TRUNCATED_OK_RESULT = /^\{"id":"(?:[^"\\]|\\.)*","tool":"([^"\\]+)","ok":true,"output":/;
+/** What "write a file" writes: always the same file and text; `overwrite` so that asking twice succeeds twice. */
+export const WRITE_ARGS = { path: "notes/browser-test.txt", text: "written by the offline model", overwrite: true };
 /** Request bodies larger than this are refused (a local toy server; the gateway's contexts are far smaller). */
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -118,6 +121,8 @@ export function decide(messages) {
     const why = typeof result.error?.message === "string" ? result.error.message : "no reason given";
     return { text: `The tool ${result.tool} failed: ${why}` };
   }
+  // A side effect (fs.write_text is `side_effect`, so the gateway asks a human first): the dashboard's approval flow.
+  if (lower.includes("write a file")) return { tool: "fs.write_text", args: WRITE_ARGS };
   if (lower.includes("list files") || lower.includes("tool")) return { tool: "fs.list_dir", args: { path: "." } };
   if (lower.includes("fail")) return { tool: "fs.read_text", args: { path: "does-not-exist.txt" } };
   if (lower.includes("remember") || lower.includes("note")) {

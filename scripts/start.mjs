@@ -53,7 +53,9 @@ model.on("exit", (code, signal) => {
 });
 
 console.log(`start: Sophie Gateway on http://127.0.0.1:${port} with ${env.SOPHIE_CONFIG}  (try: curl http://127.0.0.1:${port}/healthz)`);
-const dev = spawn(wrangler, ["dev", "--ip", "127.0.0.1", "--port", port, "--env-file", devVars, "--test-scheduled"], {
+// SOPHIE_INSPECTOR_PORT moves wrangler's inspector off 9229, so two gateways can start at the same moment (tests).
+const inspector = env.SOPHIE_INSPECTOR_PORT ? ["--inspector-port", env.SOPHIE_INSPECTOR_PORT] : [];
+const dev = spawn(wrangler, ["dev", "--ip", "127.0.0.1", "--port", port, "--env-file", devVars, "--test-scheduled", ...inspector], {
   cwd: root,
   env,
   stdio: "inherit",

@@ -248,9 +248,12 @@ describe("error envelopes (S3 {error:{code,message}})", () => {
     expect(await res.json()).toEqual({ error: { code: "resource.not_found", message: "no route for GET /v1/nothing-here" } });
   });
 
-  it("unregistered DESIGN routes are 404, not placeholders", async () => {
-    const res = await call(app, "/admin", bearer(ADMIN));
-    expect(res.status).toBe(404);
+  it("paths beside the registered pages and routes are 404, not catch-alls", async () => {
+    for (const path of ["/admin/runs", "/docs/index.html", "/api/admin", "/api/admin/dashboard"]) {
+      const res = await call(app, path, bearer(ADMIN));
+      expect(res.status, path).toBe(404);
+      expect(await res.json()).toEqual({ error: { code: "resource.not_found", message: `no route for GET ${path}` } });
+    }
   });
 
   it("invalid JSON → 400 invalid.request", async () => {

@@ -22,6 +22,7 @@ import { adminConfigRoutes } from "./admin-config";
 import { adminJobRoutes } from "./admin-jobs";
 import { adminSessionRoutes } from "./admin-sessions";
 import { chatRoutes } from "./chat";
+import { dashboardRoutes } from "./dashboard";
 import { GatewayError } from "./errors";
 import { healthRoutes } from "./health";
 import { registerOpenApi } from "./openapi";
@@ -167,6 +168,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminSessionRoutes());
   app.route("/", toolCallbackRoutes());
   app.route("/", webhookRoutes());
+  app.route("/", dashboardRoutes());
   registerOpenApi(app);
 
   app.notFound((c) =>

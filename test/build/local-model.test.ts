@@ -166,6 +166,47 @@ describe("local model: native tool calls (the request offers tools)", () => {
     expect(res.choices[0]?.message.tool_calls?.[0]).toMatchObject({ function: { name: "fs__list_dir" } });
   });
 
+  it('"write a file" calls the side-effect tool fs.write_text with fixed arguments (the dashboard\'s approval flow)', async () => {
+    const tools = [
+      ...TOOLS,
+      { type: "function" as const, function: { name: "fs__write_text", description: "fs.write_text", parameters: {} } },
+    ];
+    const res = await complete({ messages: [SYSTEM, { role: "user", content: "Please WRITE A FILE for me" }], tools });
+    expect(res.choices[0]?.message.content).toBeNull();
+    expect(res.choices[0]?.message.tool_calls).toEqual([
+      {
+        id: "call_1",
+        type: "function",
+        function: {
+          name: "fs__write_text",
+          arguments: '{"path":"notes/browser-test.txt","text":"written by the offline model","overwrite":true}',
+        },
+      },
+    ]);
+    expect(res.choices[0]?.finish_reason).toBe("tool_calls");
+    // Once the gateway ran it (after the approval), the result is summarised like any success.
+    const done = await complete({
+      tools,
+      messages: [
+        { role: "user", content: "write a file" },
+        { role: "assistant", content: null, tool_calls: res.choices[0]?.message.tool_calls ?? [] },
+        {
+          role: "tool",
+          tool_call_id: "call_1",
+          content: result("call_1", "fs.write_text", true, { path: "notes/browser-test.txt", bytes: 28, created: true }),
+        },
+      ],
+    });
+    expect(done.choices[0]?.message.content).toBe(
+      'The tool fs.write_text worked. Here is what it returned: {"path":"notes/browser-test.txt","bytes":28,"created":true}',
+    );
+  });
+
+  it('"write a file" is not called when the agent is not offered fs.write_text', async () => {
+    const res = await complete({ messages: [{ role: "user", content: "write a file" }], tools: TOOLS });
+    expect(res.choices[0]?.message.content).toBe("I would use fs.write_text, but it is not enabled for this agent.");
+  });
+
   it('"fail" calls fs.read_text on a file that does not exist', async () => {
     const res = await complete({ messages: [{ role: "user", content: "show me a failure" }], tools: TOOLS });
     expect(res.choices[0]?.message.tool_calls).toEqual([
@@ -202,6 +243,13 @@ describe("local model: marker tool calls (S4 §3; no tools offered)", () => {
     );
     expect(res.choices[0]?.message.tool_calls).toBeUndefined();
     expect(res.choices[0]?.finish_reason).toBe("stop");
+  });
+
+  it('"write a file" as a marker block', async () => {
+    const res = await complete({ model: "sophie-local-markers", messages: [{ role: "user", content: "write a file" }] });
+    expect(res.choices[0]?.message.content).toBe(
+      'I\'ll use a tool for that.\n<<<TOOL_CALLS_JSON>>>\n[{"id":"t1","tool":"fs.write_text","args":{"path":"notes/browser-test.txt","text":"written by the offline model","overwrite":true}}]\n<<<END_TOOL_CALLS_JSON>>>',
+    );
   });
 
   it("sophie-local uses markers too when the gateway offers it no tools", async () => {

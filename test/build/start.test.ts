@@ -57,6 +57,8 @@ describe("npm start", () => {
         SOPHIE_DEV_VARS: devVars,
         SOPHIE_CONFIG: "config/gateway.json5",
         SOPHIE_LOCAL_MODEL_PORT: String(modelPort),
+        // Not wrangler's default 9229: the browser tests may start their gateway at the same moment.
+        SOPHIE_INSPECTOR_PORT: String(await freePort()),
       },
       stdio: "ignore",
       detached: true,

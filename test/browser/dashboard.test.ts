@@ -1,0 +1,441 @@
+/**
+ * The admin dashboard (`/admin`) end to end, in Debian's Chromium driven by playwright-core, against the
+ * local gateway (test/browser/gateway.ts: scripts/start.mjs on free ports in a throw-away copy of the
+ * project, the offline model beside it, the development configuration posted as the config in force).
+ *
+ * One browser and one page for the file; the scenarios run in order and share the signed-in page. Each step
+ * saves a full-page screenshot to test-results/screenshots/<scenario>-<step>.png. Throughout, the page must log
+ * no console error (other than the browser's own line for the one 401 / 400 response a scenario provokes on
+ * purpose), throw no uncaught error and cause no Content Security Policy violation, and the admin token must
+ * never appear in a URL.
+ *
+ * The dashboard's selectors are a contract (issue 11): sign-in `form#signin input#token button#signin-submit
+ * #signin-error`, `nav a[data-view]`, `button#signout`, `#status-model #status-provider`, `table#runs-table
+ * tr[data-run-id] td.status`, `#run-detail ol#run-events > li[data-event-type]`, `table#approvals-table
+ * tr[data-approval-id] td.tool button[data-action]`, `#approvals-empty`, `textarea#config-editor
+ * button#config-save ul#config-errors > li #config-saved`.
+ */
+import { join } from "node:path";
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGateway } from "./gateway";
+
+/** The scenario under way, for the screenshot a failure leaves: test-results/screenshots/<scenario>-failed.png. */
+let scenario = "start";
+
+const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets"] as const;
+/** The run statuses the runs table shows (RunSchema in src/http/runs.ts). */
+type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
+
+let gateway: Gateway | undefined;
+let browser: Browser | undefined;
+let context: BrowserContext;
+let page: Page;
+
+/** What the page did that it must not: console errors, uncaught errors, CSP violations; and every request URL. */
+const consoleErrors: { phase: string; text: string; url: string }[] = [];
+const pageErrors: string[] = [];
+const requestUrls: string[] = [];
+/** How much of each record there was when the scenario under way began. */
+let marks = { console: 0, page: 0, csp: 0 };
+/** The step under way: a console error is expected only in the steps that provoke a 401 or a 400 on purpose. */
+let phase = "start";
+const EXPECTED_CONSOLE_ERRORS: Record<string, RegExp> = {
+  "signin-wrong-token": /^Failed to load resource: the server responded with a status of 401\b/,
+  "config-invalid": /^Failed to load resource: the server responded with a status of 400\b/,
+};
+
+/**
+ * Why the setup (Chromium, the gateway, the browser) failed, if it did. Each test then fails with this one line
+ * rather than being skipped, so a machine without Chromium counts as failed tests, not as a pass.
+ */
+let setupError: Error | undefined;
+
+function gw(): Gateway {
+  if (setupError) throw setupError;
+  if (!gateway) throw new Error("the gateway did not start (see beforeAll)");
+  return gateway;
+}
+
+/** The first call in every test: names the scenario, throws the setup's failure if any, notes where its records begin. */
+async function begin(name: string): Promise<void> {
+  scenario = name;
+  gw();
+  if (!page) throw new Error("the browser page was not opened (see beforeAll)");
+  marks = { console: consoleErrors.length, page: pageErrors.length, csp: (await cspViolations()).length };
+}
+
+async function shot(scenario: string, step: string): Promise<void> {
+  await page.screenshot({ path: join(SCREENSHOTS, `${scenario}-${step}.png`), fullPage: true });
+}
+
+/** The trimmed text of the first element `locator` matches, or null while there is none (never waits). */
+async function textOf(locator: Locator): Promise<string | null> {
+  if ((await locator.count()) === 0) return null;
+  return (
+    (await locator
+      .first()
+      .textContent({ timeout: 1_000 })
+      .catch(() => null)) ?? ""
+  ).trim();
+}
+
+/** Waits until `locator` is visible. */
+async function visible(locator: Locator, what: string, timeout = 15_000): Promise<void> {
+  await locator
+    .first()
+    .waitFor({ state: "visible", timeout })
+    .catch(() => {
+      throw new Error(`${what} did not become visible within ${timeout / 1000} s`);
+    });
+}
+
+/**
+ * The page's globals, typed here: this file is type-checked with the Worker's types (tsconfig.json), which have no DOM.
+ * Functions passed to page.evaluate / addInitScript run in the page, so each casts globalThis itself.
+ */
+interface PageGlobals {
+  sessionStorage: { [key: string]: string };
+  localStorage: { [key: string]: string };
+  document: {
+    cookie: string;
+    addEventListener(type: "securitypolicyviolation", listener: (e: CspViolation) => void): void;
+  };
+  __cspViolations?: string[];
+}
+interface CspViolation {
+  violatedDirective: string;
+  blockedURI: string;
+  sourceFile: string;
+  lineNumber: number;
+}
+
+/** The CSP violations the page reported (recorded by the init script). */
+async function cspViolations(): Promise<string[]> {
+  return page.evaluate(() => ((globalThis as unknown as PageGlobals).__cspViolations ?? []).slice());
+}
+
+/**
+ * Nothing unexpected on the console, no uncaught error, no CSP violation — since the scenario began, or with
+ * `all` since the page opened — and no admin token in any URL so far.
+ */
+async function expectCleanPage(all = false): Promise<void> {
+  const from = all ? { console: 0, page: 0, csp: 0 } : marks;
+  const unexpected = consoleErrors.slice(from.console).filter((e) => !EXPECTED_CONSOLE_ERRORS[e.phase]?.test(e.text));
+  expect(unexpected, "console errors").toEqual([]);
+  expect(pageErrors.slice(from.page), "uncaught errors in the page").toEqual([]);
+  expect((await cspViolations()).slice(from.csp), "CSP violations").toEqual([]);
+  const token = gw().adminToken;
+  expect(page.url()).not.toContain(token);
+  expect(requestUrls.filter((u) => u.includes(token) || u.includes(encodeURIComponent(token)))).toEqual([]);
+}
+
+async function signIn(): Promise<void> {
+  await page.locator("input#token").fill(gw().adminToken);
+  await page.locator("button#signin-submit").click();
+  await visible(page.locator('nav a[data-view="runs"]'), "the navigation after signing in");
+}
+
+/** Signed in (signs in again if an earlier scenario left the page signed out). */
+async function ensureSignedIn(): Promise<void> {
+  if ((await page.locator("button#signout").count()) > 0 && (await page.locator("button#signout").isVisible())) return;
+  if ((await page.locator("form#signin").count()) === 0) await page.goto(`${gw().url}/admin`);
+  await visible(page.locator("form#signin"), "the sign-in form");
+  await signIn();
+}
+
+async function openView(view: (typeof VIEWS)[number]): Promise<void> {
+  await page.locator(`nav a[data-view="${view}"]`).click();
+  await expect.poll(() => new URL(page.url()).hash, { message: `the hash route after opening ${view}` }).toBe(`#/${view}`);
+}
+
+/** The run's row in the runs view. */
+function runRow(runId: string): Locator {
+  return page.locator(`table#runs-table tr[data-run-id="${runId}"]`);
+}
+
+/** Waits (through the page's own polling) until the run's row shows `status`; returns the statuses it showed on the way. */
+async function waitForRunStatus(runId: string, status: RunStatus, timeout = 60_000): Promise<string[]> {
+  const seen: string[] = [];
+  const cell = runRow(runId).locator("td.status");
+  await expect
+    .poll(
+      async () => {
+        const text = await textOf(cell);
+        if (text !== null && seen.at(-1) !== text) seen.push(text);
+        return text;
+      },
+      { timeout, interval: 250, message: `the status of run ${runId} in table#runs-table (seen: ${seen.join(" → ")})` },
+    )
+    .toBe(status);
+  return seen;
+}
+
+/** Sends a chat message through the API (api scope) and returns the queued run's id. */
+async function sendChat(room: string, message: string): Promise<string> {
+  const res = await gw().api("/v1/chat/messages", {
+    method: "POST",
+    body: JSON.stringify({ user_id: "browser-test", room_id: room, agent_id: "main", message }),
+  });
+  const body = (await res.json()) as { id?: string; status?: string };
+  expect(res.status, JSON.stringify(body)).toBe(202);
+  expect(body.status).toBe("queued");
+  expect(body.id).toMatch(/^run_/);
+  return body.id as string;
+}
+
+/** The run's event types as the admin API has them. */
+async function apiEventTypes(runId: string): Promise<string[]> {
+  const res = await gw().admin(`/api/admin/runs/${runId}`);
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as { events: { event_type: string }[] };
+  return body.events.map((e) => e.event_type);
+}
+
+/** Opens the run's detail from its row and returns the event types `ol#run-events` lists. */
+async function openRunDetail(runId: string, expected: string[]): Promise<string[]> {
+  await runRow(runId).click();
+  await visible(page.locator("#run-detail"), "#run-detail");
+  const items = page.locator("ol#run-events > li[data-event-type]");
+  const types = () => items.evaluateAll((lis) => lis.map((li) => li.getAttribute("data-event-type") ?? ""));
+  await expect.poll(types, { timeout: 15_000, message: "the event types in ol#run-events" }).toEqual(expected);
+  return types();
+}
+
+beforeAll(async () => {
+  try {
+    await setUp();
+  } catch (err) {
+    setupError = new Error((err as Error).message);
+  }
+}, 600_000);
+
+async function setUp(): Promise<void> {
+  const executablePath = chromiumPath();
+  gateway = await startGateway();
+  browser = await chromium.launch(chromiumLaunchOptions(executablePath));
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  // Runs before the page's own scripts and outside its CSP: records every violation the page reports.
+  await context.addInitScript(() => {
+    const w = globalThis as unknown as PageGlobals;
+    const violations: string[] = [];
+    w.__cspViolations = violations;
+    w.document.addEventListener("securitypolicyviolation", (e) =>
+      violations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`),
+    );
+  });
+  page = await context.newPage();
+  page.on("console", (m) => {
+    if (m.type() === "error") consoleErrors.push({ phase, text: m.text(), url: m.location().url });
+  });
+  page.on("pageerror", (err) => pageErrors.push(String(err)));
+  page.on("request", (r) => requestUrls.push(r.url()));
+  // A confirm() before approving or saving is answered yes, as the operator would.
+  page.on("dialog", (d) => void d.accept());
+}
+
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === "fail" && page) await shot(scenario, "failed").catch(() => {});
+});
+
+afterAll(async () => {
+  await browser?.close().catch(() => {});
+  await gateway?.stop();
+}, 60_000);
+
+describe("admin dashboard in Chromium", () => {
+  it("sign in: a wrong token is refused; the admin token shows the navigation and status, and stays out of URLs, in sessionStorage only", async () => {
+    await begin("signin");
+    const g = gw();
+    phase = "signin-form";
+    const response = await page.goto(`${g.url}/admin`);
+    expect(response?.status()).toBe(200);
+    await visible(page.locator("form#signin"), "form#signin");
+    expect(await page.locator("input#token").getAttribute("type")).toBe("password");
+    await shot("signin", "01-form");
+
+    phase = "signin-wrong-token";
+    await page.locator("input#token").fill("wrong-token-0123456789abcdef");
+    await page.locator("button#signin-submit").click();
+    await visible(page.locator("#signin-error"), "#signin-error after a wrong token");
+    expect(await textOf(page.locator("#signin-error"))).not.toBe("");
+    expect(await page.locator('nav a[data-view="runs"]').isVisible()).toBe(false);
+    await shot("signin", "02-wrong-token");
+
+    phase = "signin-admin-token";
+    await signIn();
+    for (const view of VIEWS) await visible(page.locator(`nav a[data-view="${view}"]`), `nav a[data-view="${view}"]`);
+    await visible(page.locator("button#signout"), "button#signout");
+    await visible(page.locator("#status-model"), "#status-model");
+    await visible(page.locator("#status-provider"), "#status-provider");
+    // The development configuration is in force: the offline model is the default.
+    await expect.poll(() => textOf(page.locator("#status-model")), { message: "#status-model" }).toContain("sophie-local");
+    expect(await textOf(page.locator("#status-provider"))).not.toBe("");
+    await shot("signin", "03-signed-in");
+
+    // Where the token is: sessionStorage, and nowhere else the browser keeps or sends as a URL.
+    const session = await page.evaluate(() => Object.values((globalThis as unknown as PageGlobals).sessionStorage));
+    expect(session.some((v) => v.includes(g.adminToken))).toBe(true);
+    const local = await page.evaluate(() => Object.values((globalThis as unknown as PageGlobals).localStorage));
+    expect(local.filter((v) => v.includes(g.adminToken))).toEqual([]);
+    expect((await context.cookies()).filter((c) => c.value.includes(g.adminToken) || c.name.includes(g.adminToken))).toEqual([]);
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.cookie)).not.toContain(g.adminToken);
+    expect(page.url()).not.toContain(g.adminToken);
+    expect(requestUrls.length).toBeGreaterThan(1);
+    await expectCleanPage();
+  });
+
+  it("a chat message sent through the API shows as a run that reaches completed, with its events ending in run.completed", async () => {
+    await begin("chat");
+    await ensureSignedIn();
+    phase = "chat";
+    const runId = await sendChat("browser-chat", "Hello from the browser test");
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId} in table#runs-table`, 30_000);
+    const seen = await waitForRunStatus(runId, "completed");
+    expect(
+      seen.every((s) => ["queued", "running", "completed"].includes(s)),
+      `statuses shown: ${seen.join(" → ")}`,
+    ).toBe(true);
+    await shot("chat", "01-run-completed");
+
+    const expected = await apiEventTypes(runId);
+    expect(expected.at(-1)).toBe("run.completed");
+    expect(expected).toEqual(["run.created", "run.started", "model.requested", "run.completed"]);
+    const shown = await openRunDetail(runId, expected);
+    expect(shown.at(-1)).toBe("run.completed");
+    await shot("chat", "02-run-detail");
+
+    const run = (await (await gw().api(`/v1/runs/${runId}`)).json()) as { status: string; output: string };
+    expect(run.status).toBe("completed");
+    expect(run.output).toBe(
+      'Hello from the offline model (sophie-local). You said: "Hello from the browser test". Try: "list files", "remember …", or "fail".',
+    );
+    await expectCleanPage();
+  });
+
+  it("a side-effect tool call waits for approval; approving it in the page lets the run complete with the tool's result ok", async () => {
+    await begin("approval");
+    await ensureSignedIn();
+    phase = "approval";
+    const runId = await sendChat("browser-approval", "Please write a file for the browser test");
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId} in table#runs-table`, 30_000);
+    await waitForRunStatus(runId, "awaiting_approval");
+    await shot("approval", "01-run-awaiting-approval");
+
+    // The pending approval of this run, as the admin API has it.
+    const approvals = (await (await gw().admin("/api/admin/approvals?status=pending")).json()) as {
+      approvals: { approval_id: string; run_id: string; tool: string }[];
+    };
+    const pending = approvals.approvals.find((a) => a.run_id === runId);
+    expect(pending?.tool).toBe("fs.write_text");
+    const approvalId = pending?.approval_id as string;
+
+    await openView("approvals");
+    const row = page.locator(`table#approvals-table tr[data-approval-id="${approvalId}"]`);
+    await visible(row, `the row of approval ${approvalId} in table#approvals-table`);
+    expect(await textOf(row.locator("td.tool"))).toBe("fs.write_text");
+    await visible(row.locator('button[data-action="approve"]'), 'button[data-action="approve"]');
+    await visible(row.locator('button[data-action="deny"]'), 'button[data-action="deny"]');
+    await shot("approval", "02-approvals-listed");
+
+    await row.locator('button[data-action="approve"]').click();
+    await expect.poll(() => row.count(), { timeout: 15_000, message: "the approved row leaves table#approvals-table" }).toBe(0);
+    await visible(page.locator("#approvals-empty"), "#approvals-empty once nothing is pending");
+    await shot("approval", "03-approved");
+
+    await openView("runs");
+    await waitForRunStatus(runId, "completed");
+    await shot("approval", "04-run-completed");
+    const expected = await apiEventTypes(runId);
+    expect(expected).toEqual([
+      "run.created",
+      "run.started",
+      "model.requested",
+      "tool.call",
+      "approval.requested",
+      "approval.decided",
+      "tool.result",
+      "model.requested",
+      "run.completed",
+    ]);
+    await openRunDetail(runId, expected);
+    await shot("approval", "05-run-detail");
+
+    // The tool ran after the approval, and its result was ok.
+    const run = (await (await gw().api(`/v1/runs/${runId}`)).json()) as {
+      status: string;
+      output: string;
+      tool_calls: number;
+      trace: { tool_execution_results: { tool: string; summary: string; output: string; error: string }[] };
+    };
+    expect(run.status).toBe("completed");
+    expect(run.tool_calls).toBe(1);
+    expect(run.trace.tool_execution_results).toHaveLength(1);
+    const [result] = run.trace.tool_execution_results;
+    expect(result?.tool).toBe("fs.write_text");
+    expect(result?.error).toBe("");
+    expect(result?.summary).toBe("wrote 28 bytes to notes/browser-test.txt");
+    expect(run.output).toBe(
+      'The tool fs.write_text worked. Here is what it returned: {"path":"notes/browser-test.txt","bytes":28,"created":true}',
+    );
+    const approval = (await (await gw().admin(`/api/admin/approvals/${approvalId}`)).json()) as { status: string };
+    expect(approval.status).toBe("approved");
+    await expectCleanPage();
+  });
+
+  it("a config edit that breaks the schema is refused: the page lists the problem by path, and the config in force is unchanged", async () => {
+    await begin("config");
+    await ensureSignedIn();
+    phase = "config";
+    const before = await gw().admin("/api/admin/config");
+    const beforeBody = await before.json();
+    const beforeTag = before.headers.get("etag");
+    expect((beforeBody as { models: { default: string } }).models.default).toBe("local:sophie-local");
+
+    await openView("config");
+    const editor = page.locator("textarea#config-editor");
+    await visible(editor, "textarea#config-editor");
+    await expect.poll(() => editor.inputValue(), { message: "the config in textarea#config-editor" }).toContain("local:sophie-local");
+    await shot("config", "01-editor");
+
+    // models.default names a model the config does not declare.
+    const broken = structuredClone(gw().config);
+    broken.models.default = "local:no-such-model";
+    await editor.fill(JSON.stringify(broken, null, 2));
+    phase = "config-invalid";
+    const answer = page.waitForResponse((r) => new URL(r.url()).pathname === "/api/admin/config" && r.request().method() === "POST");
+    await page.locator("button#config-save").click();
+    const response = await answer;
+    expect(response.status()).toBe(400);
+    const refusal = (await response.json()) as { error: { code: string; message: string; issues: { path: unknown; message: string }[] } };
+    expect(refusal.error.code).toBe("invalid.request");
+    const issues = refusal.error.issues.map((i) => `${Array.isArray(i.path) ? i.path.join(".") : String(i.path)}: ${i.message}`);
+    expect(issues).toContain('models.default: unknown model "no-such-model" for provider "local"');
+
+    const items = page.locator("ul#config-errors > li");
+    await visible(items, "ul#config-errors > li");
+    expect(await items.allTextContents().then((texts) => texts.map((t) => t.trim()))).toEqual(issues);
+    expect(await page.locator("#config-saved").isVisible()).toBe(false);
+    await shot("config", "02-refused");
+    phase = "config";
+
+    const after = await gw().admin("/api/admin/config");
+    expect(await after.json()).toEqual(beforeBody);
+    expect(after.headers.get("etag")).toBe(beforeTag);
+    await expectCleanPage();
+  });
+
+  it("signing out forgets the token; the page logged no console error and no CSP violation throughout", async () => {
+    await begin("signout");
+    await ensureSignedIn();
+    phase = "signout";
+    await page.locator("button#signout").click();
+    await visible(page.locator("form#signin"), "form#signin after signing out");
+    const session = await page.evaluate(() => Object.values((globalThis as unknown as PageGlobals).sessionStorage));
+    expect(session.filter((v) => v.includes(gw().adminToken))).toEqual([]);
+    await shot("signout", "01-signed-out");
+    await expectCleanPage(true);
+  });
+});
