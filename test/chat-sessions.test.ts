@@ -292,6 +292,39 @@ describe("admin session views", () => {
     expect((await admin("/api/admin/chat/sessions/ses_00000000000000000000000000000000/messages")).status).toBe(404);
   });
 
+  it("GET /api/admin/chat/sessions/{session_id}/transcript exports the whole generation as S1 §5.2 JSONL, archived turns included", async () => {
+    const limited = limitedApp({ maxTurns: 2 });
+    const r = room();
+    let sessionId = "";
+    for (const text of ["one", "two", "three sk-abcdefghijklmnopqrstuvwxyz012345"])
+      sessionId = (await send({ user_id: "u13", room_id: r, agent_id: "main", message: text }, ALICE, limited)).body.session_id;
+    const res = await app.request(
+      `https://gateway.test/api/admin/chat/sessions/${sessionId}/transcript`,
+      { headers: { Authorization: `Bearer ${ADMIN}` } },
+      env,
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/x-ndjson");
+    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="${sessionId}.jsonl"`);
+    const lines = (await res.text())
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => Object.keys(l))).toEqual(
+      Array(3).fill(["seq", "session_id", "role", "content", "ts", "run_id", "tool_name", "tool_call_id", "redactions"]),
+    );
+    expect(lines.map((l) => [l.session_id, l.role, l.content, l.redactions])).toEqual([
+      [sessionId, "user", "one", []],
+      [sessionId, "user", "two", []],
+      [sessionId, "user", "three [REDACTED:openai_style_key]", ["content"]],
+    ]);
+    const missing = await admin("/api/admin/chat/sessions/ses_00000000000000000000000000000000/transcript");
+    expect(missing).toEqual({
+      status: 404,
+      body: { error: { code: "resource.not_found", message: "no session ses_00000000000000000000000000000000" } },
+    });
+  });
+
   it("the admin routes need the admin scope", async () => {
     const res = await app.request("https://gateway.test/api/admin/chat/sessions", { headers: { Authorization: `Bearer ${ALICE}` } }, env);
     expect(res.status).toBe(403);

@@ -1,7 +1,9 @@
 /**
  * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/pagination.ts):
  * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first, and
- * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata).
+ * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata), and
+ * `GET /api/admin/chat/sessions/{session_id}/transcript`: the whole generation as JSONL (DESIGN §4 "exportable
+ * as JSONL"; S1 §5.2 line shape, redactions included), archived parts and all.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { findSessionKey, listSessions, type SessionSummary as SessionRow } from "../sessions/index-d1";
@@ -90,6 +92,22 @@ const messagesRoute = createRoute({
   },
 });
 
+const transcriptRoute = createRoute({
+  method: "get",
+  path: "/api/admin/chat/sessions/{session_id}/transcript",
+  summary: "One session generation's whole transcript as JSONL",
+  description:
+    "One S1 §5.2 transcript line per message, in seq order, with the fixed key order `seq, session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions` — the same lines the gateway archives to R2.",
+  middleware: [requireScope("admin")] as const,
+  request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }) },
+  responses: {
+    200: { description: "JSONL, one message per line", content: { "application/x-ndjson": { schema: z.string() } } },
+    400: invalid,
+    401: unauthorized,
+    404: { description: "No such session", content: json(ErrorEnvelope) },
+  },
+});
+
 /** Admin session routes. */
 export function adminSessionRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -127,6 +145,15 @@ export function adminSessionRoutes(): OpenAPIHono<AppEnv> {
     }));
     const { items, next_cursor } = pages.page(messages, q.limit);
     return c.json({ session_id, session_key: owner.sessionKey, messages: items, next_cursor }, 200);
+  });
+  app.openapi(transcriptRoute, async (c) => {
+    const { session_id } = c.req.valid("param");
+    const owner = await findSessionKey(c.env.DB, session_id);
+    const body = owner ? await c.env.SESSIONS.getByName(owner.sessionKey).exportTranscript(session_id) : null;
+    if (body === null) throw new GatewayError("resource.not_found", `no session ${session_id}`);
+    return new Response(body, {
+      headers: { "content-type": "application/x-ndjson", "content-disposition": `attachment; filename="${session_id}.jsonl"` },
+    }) as never;
   });
   return app;
 }
