@@ -17,10 +17,12 @@ export default {
   fetch: app.fetch,
   async scheduled(controller, env) {
     // The tick follows admin-posted config versions like the API does; if D1 is unreadable the tick fails anyway.
-    const config = await configInForce(env.DB).then(
-      (c) => c.config,
-      () => bundledConfig(),
-    );
-    await runSchedulerTick(env, controller, createLogger(config.logging.level), { config });
+    const { config, ...configRef } = await configInForce(env.DB).catch(() => ({
+      config: bundledConfig(),
+      source: "bundled" as const,
+      version: 0,
+      sha256: "",
+    }));
+    await runSchedulerTick(env, controller, createLogger(config.logging.level), { config, configRef });
   },
 } satisfies ExportedHandler<Env>;

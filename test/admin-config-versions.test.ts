@@ -15,8 +15,8 @@ import { createLogger } from "../src/observability/logger";
 import { sha256Hex } from "../src/prompts/hash";
 import { forgetStoredSecrets, storableSecretName } from "../src/security/stored-secrets";
 import { ADMIN_REFRESH_MS, forgetAdminGenerations } from "../src/storage/admin-generation";
-import { mockProvider, requestsTo, uniqueHost } from "./support/config";
-import { ADMIN, ALICE, call, until, waitForRun } from "./support/runs";
+import { mockProvider, requestsTo, runConfig, uniqueHost } from "./support/config";
+import { ADMIN, ALICE, call, runDetail, until, waitForRun } from "./support/runs";
 
 /** The app as deployed: no fixed config, so it follows the versions in D1. */
 const app = createApp({ logger: createLogger("error") });
@@ -218,6 +218,15 @@ describe("S3 §5 POST /api/admin/config persists a validated config", () => {
     });
     const versions = await call(app, "GET", "/api/admin/config/versions", undefined, ADMIN);
     expect(versions.body.in_force.problem).toBe(invalid.problem);
+  });
+
+  it("a run records the config version it was accepted under in run.created (source, version, sha256)", async () => {
+    const doc = JSON.parse(JSON.stringify(runConfig(uniqueHost("ok"))));
+    const posted = (await call(app, "POST", "/api/admin/config", doc, ADMIN)).body;
+    const runId = (await call(app, "POST", "/v1/runs", { agent_id: "main", message: "which config?" })).body.id;
+    expect((await waitForRun(app, runId)).status).toBe("completed");
+    const created = (await runDetail(app, runId)).events.find((e: any) => e.event_type === "run.created");
+    expect(created.payload.config).toEqual({ source: "admin", version: posted.version, sha256: posted.sha256 });
   });
 
   it("S3 §3: each config change is audited as config.updated (actor admin) in the gateway's own stream — hashes, never content", async () => {

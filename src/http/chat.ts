@@ -90,7 +90,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       message: body.message,
       source: "http",
       limits: agent.session,
-      spec: buildRunSpec(config, body.agent_id, "http"),
+      spec: buildRunSpec(config, body.agent_id, "http", c.get("configSource")),
       ...(principal?.scope === "api" ? { callerId: principal.callerId } : {}),
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     });

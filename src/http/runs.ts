@@ -267,7 +267,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
         message: body.message,
         source: "http",
         limits: agent.session,
-        spec: buildRunSpec(config, body.agent_id, "http"),
+        spec: buildRunSpec(config, body.agent_id, "http", c.get("configSource")),
         callerId,
         ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
       },

@@ -53,7 +53,7 @@ async function queue(
       message: o.message,
       source: o.channel,
       limits: agent.session,
-      spec: buildRunSpec(config, o.agentId, o.channel),
+      spec: buildRunSpec(config, o.agentId, o.channel, c.get("configSource")),
       dispatchKey: o.dispatchKey,
       ...(o.reply ? { reply: o.reply } : {}),
     },

@@ -41,12 +41,24 @@ export interface RunSpec {
   channelApis?: Record<string, string>;
   /** How long a tool call's outcome stays in the session's idempotency store (`tools.callbacks.retentionSeconds`). */
   idempotencyRetentionMs?: number;
+  /** The configuration the run was accepted under (absent on older runs and in tests with a fixed config). */
+  config?: ConfigRef;
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
   debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
 }
 
-/** The spec for a run of `agentId` on `channel` (the agent must exist in `config`). */
-export function buildRunSpec(config: GatewayConfig, agentId: string, channel: string): RunSpec {
+/** Which configuration: the bundled file (version 0) or an admin-posted version, and its hash (src/config/versions.ts). */
+export interface ConfigRef {
+  source: "bundled" | "admin";
+  version: number;
+  sha256: string;
+}
+
+/**
+ * The spec for a run of `agentId` on `channel` (the agent must exist in `config`); `ref` names that configuration,
+ * so the run's record (`run.created`) says which version it ran under.
+ */
+export function buildRunSpec(config: GatewayConfig, agentId: string, channel: string, ref?: ConfigRef): RunSpec {
   const agent = config.agents[agentId];
   if (!agent) throw new Error(`unknown agent "${agentId}"`);
   return {
@@ -71,6 +83,7 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     honeypot: config.tools.policy.honeypot ? structuredClone(config.tools.policy.honeypot) : null,
     netAllowlist: config.tools.policy.netAllowlist ? [...config.tools.policy.netAllowlist] : null,
     debugContent: { ...config.logging.debugContent },
+    ...(ref?.sha256 ? { config: { source: ref.source, version: ref.version, sha256: ref.sha256 } } : {}),
     idempotencyRetentionMs: config.tools.callbacks.retentionSeconds * 1000,
     channelApis: {
       ...(config.channels.telegram.enabled ? { telegram: config.channels.telegram.apiBaseUrl } : {}),

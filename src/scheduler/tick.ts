@@ -21,7 +21,7 @@
  */
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../observability/logger";
-import { buildRunSpec } from "../runs/spec";
+import { buildRunSpec, type ConfigRef } from "../runs/spec";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import { type NotifySpec, webhookIdFor } from "./notify";
 import { dueFiring } from "./slots";
@@ -77,7 +77,7 @@ export function firingSessionKey(f: Pick<Firing, "agentId" | "jobId" | "schedule
 export const dispatchKeyOf = (f: Pick<Firing, "jobId" | "scheduledFor">) => `job:${f.jobId}:${f.scheduledFor}`;
 
 /** The production dispatcher: queues the firing's run in its SessionDO. */
-export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayConfig): Dispatcher {
+export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayConfig, ref?: ConfigRef): Dispatcher {
   return async (f) => {
     const agent = Object.hasOwn(config.agents, f.agentId) ? config.agents[f.agentId] : undefined;
     if (!agent) return { ok: false, skip: true, error: `agent "${f.agentId}" is not in the configuration` };
@@ -104,7 +104,7 @@ export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayCon
         message: f.message,
         source: "job",
         limits: agent.session,
-        spec: { ...buildRunSpec(config, f.agentId, "job"), task: "automation" },
+        spec: { ...buildRunSpec(config, f.agentId, "job", ref), task: "automation" },
         dispatchKey: dispatchKeyOf(f),
         job: { jobId: f.jobId, scheduledFor: f.scheduledFor, missed: f.missed },
         notify,
@@ -139,7 +139,7 @@ export async function runSchedulerTick(
   env: Pick<Env, "DB" | "SESSIONS">,
   controller: Pick<ScheduledController, "scheduledTime" | "cron">,
   logger: Logger,
-  o: { config: GatewayConfig; dispatch?: Dispatcher },
+  o: { config: GatewayConfig; configRef?: ConfigRef; dispatch?: Dispatcher },
 ): Promise<TickReport> {
   const started = Date.now();
   const db = env.DB;
@@ -209,7 +209,7 @@ export async function runSchedulerTick(
       .bind(tick)
       .all<ClaimedRow>()
   ).results;
-  const dispatch = o.dispatch ?? sessionDispatcher(env, o.config);
+  const dispatch = o.dispatch ?? sessionDispatcher(env, o.config, o.configRef);
   const updates: D1PreparedStatement[] = [];
   let dispatched = 0;
   let skipped = 0;

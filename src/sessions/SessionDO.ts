@@ -706,6 +706,8 @@ export class SessionDO extends DurableObject<Env> {
           message_seq: (row as TranscriptRow).seq,
           provider: input.spec?.model.providerId ?? null,
           model: input.spec?.model.modelId ?? null,
+          // Which configuration the run was accepted under: an operator can fetch that version afterwards.
+          ...(input.spec?.config ? { config: input.spec.config } : {}),
           ...(input.job ? { job_id: input.job.jobId, scheduled_for: input.job.scheduledFor, missed: input.job.missed } : {}),
         },
         now,
