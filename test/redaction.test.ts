@@ -9,12 +9,14 @@ import { describe, expect, it } from "vitest";
 import { buildContext } from "../src/context/caps";
 import {
   isPhoneNumber,
+  PERSONAL_DATA_PATTERNS,
   placeholdersForModel,
   redactAcrossBoundary,
   redactPersonalData,
   redactText,
   secretValuesFromEnv,
 } from "../src/security/redact";
+import { detectSecretValue, isSecretFieldName, SECRET_VALUE_PATTERNS } from "../src/security/secret-patterns";
 
 describe("redactText", () => {
   const cases: [string, string, string][] = [
@@ -181,4 +183,279 @@ describe("redaction stays linear (no catastrophic backtracking)", () => {
     expect(redactText("see https://user:pa55word@host.example/x")).toBe("see [REDACTED:url_password]host.example/x");
     expect(redactText("x-https://u:p4ssw0rd1@h/")).toBe("[REDACTED:url_password]h/");
   });
+});
+
+/** A pattern of SECRET_VALUE_PATTERNS by name. */
+const secretPattern = (name: string): RegExp => {
+  const found = SECRET_VALUE_PATTERNS.find((p) => p.name === name);
+  if (!found) throw new Error(`no pattern ${name}`);
+  return found.pattern;
+};
+
+/** A real JWT (header.payload.signature). */
+const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+const KiB = 1024;
+/** The adversarial size: the patterns before issue 12 took 8–20 s here per call (quadratic), the linear ones ms. */
+const BIG = 64 * KiB;
+/** Completions and near-misses: 16 KiB keeps a regression's failing run short (≈ 1 s each before issue 12). */
+const SMALL = 16 * KiB;
+/**
+ * A regression to a quadratic pattern runs far past this and fails the test as timed out (vitest checks the
+ * elapsed time when a synchronous test returns; a regex cannot be interrupted, so the sizes above are chosen to
+ * return within a minute even then).
+ */
+const LINEAR_TIMEOUT = 5_000;
+const run = (unit: string, size: number) => unit.repeat(size / unit.length);
+
+describe("redaction is linear in its input (issue 12)", () => {
+  // Each formerly catastrophic family with the exact redacted output: the adversarial run alone (no credential,
+  // unchanged), and the run completed into a real credential (the match spans the whole run, as it always did).
+  it("redaction is linear: eyJ_dash_runs (jwt: `eyJ-eyJ-…`, every `eyJ` after `-` a start)", { timeout: LINEAR_TIMEOUT }, () => {
+    expect(redactText(run("eyJ-", BIG))).toBe(run("eyJ-", BIG));
+    const small = run("eyJ-", SMALL);
+    expect(redactText(`${small}.eyJ${small}.x`)).toBe(`${small}.eyJ${small}.x`);
+    expect(redactText(`see ${small}abcdefgh.eyJabcdefgh.abcdefgh ok`)).toBe("see [REDACTED:jwt] ok");
+    expect(redactText(`${small} ${JWT}`)).toBe(`${small} [REDACTED:jwt]`);
+  });
+
+  it("redaction is linear: jwt near-misses (two long segments of starts, third segment one short)", { timeout: LINEAR_TIMEOUT }, () => {
+    const unit = `${"eyJ-".repeat(64)}.${"eyJ-".repeat(64)}.abcdefg `;
+    const text = unit.repeat(Math.ceil(BIG / unit.length));
+    expect(redactText(text)).toBe(text);
+    const second = `eyJabcdefgh.${run("eyJ-", SMALL)}`;
+    expect(redactText(second)).toBe(second);
+    expect(redactText(`${second}.abcdefgh`)).toBe("[REDACTED:jwt]");
+  });
+
+  for (const [family, unit] of [
+    ["scheme_dot_runs", "a."],
+    ["scheme_plus_runs", "a+"],
+    ["scheme_dash_runs", "a-"],
+    ["scheme_upper_dot_runs", "A."],
+  ] as const) {
+    it(`redaction is linear: ${family} (url_password: \`${unit}${unit}…\`, every letter a start)`, { timeout: LINEAR_TIMEOUT }, () => {
+      expect(redactText(run(unit, BIG))).toBe(run(unit, BIG));
+      const small = run(unit, SMALL);
+      expect(redactText(`${small}://user:pass`)).toBe(`${small}://user:pass`);
+      expect(redactText(`${small}://user:pass/x@y`)).toBe(`${small}://user:pass/x@y`);
+      expect(redactText(`${small}https://u:p4ssw0rd@h/x`)).toBe("[REDACTED:url_password]h/x");
+      expect(redactText(`${small} https://u:p4ssw0rd@h/x`)).toBe(`${small} [REDACTED:url_password]h/x`);
+    });
+  }
+
+  it("redaction is linear: url near-misses (scheme and userinfo, no `@`)", { timeout: LINEAR_TIMEOUT }, () => {
+    const text = "a.b+c-https://user:pass ".repeat(BIG / 24);
+    expect(redactText(text)).toBe(text);
+    const withAt = "a.b+c-https://user:pass@h ".repeat(Math.floor(BIG / 26));
+    expect(redactText(withAt)).toBe("[REDACTED:url_password]h ".repeat(Math.floor(BIG / 26)));
+  });
+
+  it("redaction is linear: detectSecretValue (config values) on the same runs", { timeout: LINEAR_TIMEOUT }, () => {
+    for (const unit of ["eyJ-", "a.", "a+"]) expect(detectSecretValue(run(unit, BIG))).toBe(null);
+    expect(detectSecretValue(`${run("a.", SMALL)}https://u:p4ssw0rd@h/`)).toBe("url_password");
+  });
+
+  it("redaction is linear: isSecretFieldName on a long capital run (`AAAA…`)", { timeout: LINEAR_TIMEOUT }, () => {
+    const caps = "A".repeat(BIG);
+    expect(isSecretFieldName(caps)).toBe(false);
+    expect(isSecretFieldName(`${caps}b`)).toBe(false);
+    expect(isSecretFieldName(`${"A".repeat(SMALL)}_signingKey`)).toBe(true);
+    expect(isSecretFieldName(`${"A".repeat(SMALL)}Token`)).toBe(true);
+  });
+
+  it("redaction is linear: a secret split across two messages, both halves adversarial", { timeout: LINEAR_TIMEOUT }, () => {
+    const half = run("eyJ-", BIG / 2);
+    expect(redactAcrossBoundary(half, half)).toEqual({ previous: half, current: half, changed: false });
+    expect(redactAcrossBoundary(`${run("eyJ-", SMALL)}abcdefgh.eyJab`, "cdefgh.abcdefgh ok")).toEqual({
+      previous: "[REDACTED:split_secret]",
+      current: "[REDACTED:split_secret] ok",
+      changed: true,
+    });
+  });
+});
+
+describe("the linear jwt and url_password patterns match exactly what the plain `\\b` forms match", () => {
+  // The forms before issue 12: exact, but quadratic on runs with many word-boundary starts.
+  const reference: Record<string, RegExp> = {
+    jwt: /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g,
+    url_password: /\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:[^/\s@]+@/gi,
+  };
+  const fragments: Record<string, string[]> = {
+    jwt: ["eyJ", "eyJ", "a", "B", "1", "-", "_", ".", " ", "abcdefgh", "x-", ".eyJ", "é", "eyJabcdefgh."],
+    url_password: ["a", "Z", "1", ".", "+", "-", ":", "/", "//", "://", "@", " ", "_", "https", "u:p@", "x", "é", "..."],
+  };
+
+  it("credentials glued to a dash, a dot or an ellipsis are still found (a start inside a run, not only at its start)", () => {
+    expect(redactText(`x-${JWT}`)).toBe("x-[REDACTED:jwt]");
+    expect(redactText(`--${JWT}.`)).toBe("--[REDACTED:jwt].");
+    expect(redactText(`eyJ-${JWT}`)).toBe("[REDACTED:jwt]");
+    expect(redactText("see ...https://user:pa55word@host/x")).toBe("see ...[REDACTED:url_password]host/x");
+    expect(redactText("step 1.https://u:p4ssw0rd@h/")).toBe("step 1.[REDACTED:url_password]h/");
+    expect(redactText("-+https://u:p4ssw0rd@h/")).toBe("-+[REDACTED:url_password]h/");
+    expect(redactText("a.b.https://u:p4ssw0rd@h/")).toBe("[REDACTED:url_password]h/");
+  });
+
+  it("same matches, at the same places, on 20 000 pseudo-random strings of run characters and near-misses", () => {
+    let seed = 12;
+    const rnd = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const matches = (re: RegExp, text: string) => [...text.matchAll(re)].map((m) => `${m.index}:${m[0]}`);
+    for (const name of ["jwt", "url_password"]) {
+      const linear = new RegExp(secretPattern(name).source, `${secretPattern(name).flags}g`);
+      const parts = fragments[name] as string[];
+      for (let i = 0; i < 10_000; i++) {
+        let text = "";
+        for (let n = 1 + Math.floor(rnd() * 14); n > 0; n--) text += parts[Math.floor(rnd() * parts.length)];
+        expect(matches(linear, text), `${name} on ${JSON.stringify(text)}`).toEqual(matches(reference[name] as RegExp, text));
+      }
+    }
+  });
+});
+
+/**
+ * A structural check of a regex, on its source: the three shapes that make irregexp (a backtracking engine)
+ * super-linear. Only the syntax these patterns use is parsed (atoms, classes, escapes, groups, lookarounds,
+ * alternation, quantifiers).
+ *  1. a repeated group that contains an unbounded quantifier (`(a+)+`: exponential);
+ *  2. two unbounded runs in one sequence that can share a character, with nothing mandatory between them that
+ *     cannot (`\s+\s*x`, `[a-z]+[a-z0-9]*:`: one attempt splits the run every way, quadratic);
+ *  3. an unbounded run that can fail after it (something mandatory follows) and that many starts can share: no
+ *     mandatory character before it lies outside its class, so every start inside one run rescans the same run
+ *     (`\beyJ[A-Za-z0-9_-]{8,}\.` on `eyJ-eyJ-…`: quadratic) — unless a negative lookbehind skips the later starts
+ *     (it ends in a lazy run of the same class: back to the nearest earlier start, amortised constant).
+ */
+function backtrackingRisks(re: RegExp): string[] {
+  type Item =
+    | { kind: "atom"; src: string; min: number; max: number; lazy: boolean }
+    | { kind: "group"; type: string; alts: Item[][]; min: number; max: number; lazy: boolean }
+    | { kind: "assert"; src: string };
+  const source = re.source;
+  let i = 0;
+  const parseAlts = (): Item[][] => {
+    const alts: Item[][] = [[]];
+    while (i < source.length && source[i] !== ")") {
+      if (source[i] === "|") {
+        i++;
+        alts.push([]);
+      } else (alts.at(-1) as Item[]).push(parseItem());
+    }
+    return alts;
+  };
+  const parseItem = (): Item => {
+    let item: Item;
+    const c = source[i];
+    if (c === "(") {
+      const open = /^\((\?:|\?=|\?!|\?<=|\?<!)?/.exec(source.slice(i)) as RegExpExecArray;
+      i += open[0].length;
+      const alts = parseAlts();
+      i++;
+      item = { kind: "group", type: open[1] ?? "(", alts, min: 1, max: 1, lazy: false };
+    } else if (c === "[") {
+      let j = i + 1;
+      while (source[j] !== "]") j += source[j] === "\\" ? 2 : 1;
+      item = { kind: "atom", src: source.slice(i, j + 1), min: 1, max: 1, lazy: false };
+      i = j + 1;
+    } else if (c === "\\") {
+      const src = source.slice(i, i + 2);
+      i += 2;
+      item = src === "\\b" || src === "\\B" ? { kind: "assert", src } : { kind: "atom", src, min: 1, max: 1, lazy: false };
+    } else {
+      i++;
+      item = c === "^" || c === "$" ? { kind: "assert", src: c } : { kind: "atom", src: c as string, min: 1, max: 1, lazy: false };
+    }
+    const q = /^(?:([*+?])|\{(\d+)(,?)(\d*)\})(\?)?/.exec(source.slice(i));
+    if (q && item.kind !== "assert") {
+      i += q[0].length;
+      if (q[1]) [item.min, item.max] = q[1] === "*" ? [0, Infinity] : q[1] === "+" ? [1, Infinity] : [0, 1];
+      else [item.min, item.max] = [Number(q[2]), q[3] ? (q[4] ? Number(q[4]) : Infinity) : Number(q[2])];
+      item.lazy = q[5] === "?";
+    }
+    return item;
+  };
+  const top = parseAlts();
+  const flags = re.flags.replace(/[gy]/g, "");
+  const probe = [...Array.from({ length: 128 }, (_, n) => String.fromCharCode(n)), "é", "\u00a0", "€"];
+  const chars = (item: Item): Set<string> => {
+    if (item.kind === "assert" || (item.kind === "group" && item.type.startsWith("?") && item.type !== "?:")) return new Set();
+    if (item.kind === "group") return new Set(item.alts.flat().flatMap((x) => [...chars(x)]));
+    const one = new RegExp(`^${item.src}$`, flags);
+    return new Set(probe.filter((ch) => one.test(ch)));
+  };
+  const consuming = (item: Item) => chars(item).size > 0;
+  const disjoint = (a: Set<string>, b: Set<string>) => [...a].every((ch) => !b.has(ch));
+  const risks: string[] = [];
+  const unbounded = (item: Item): boolean =>
+    item.kind !== "assert" && (item.max === Infinity || (item.kind === "group" && item.alts.flat().some(unbounded)));
+  const walk = (seq: Item[]) => {
+    for (const item of seq) {
+      if (item.kind !== "group") continue;
+      if (item.max > 1 && item.alts.flat().some(unbounded)) risks.push(`nested unbounded quantifier in ${source}`);
+      for (const alt of item.alts) walk(alt);
+    }
+    // Rule 2, for every sequence (lookbehind bodies included).
+    seq.forEach((a, x) => {
+      if (a.kind === "assert" || a.max !== Infinity || !consuming(a)) return;
+      let shared = chars(a);
+      for (const b of seq.slice(x + 1)) {
+        if (b.kind === "assert" || !consuming(b)) continue;
+        if (b.max === Infinity && [...shared].some((ch) => chars(b).has(ch))) {
+          risks.push(`overlapping unbounded runs in ${source}`);
+          break;
+        }
+        if (b.min >= 1) shared = new Set([...shared].filter((ch) => chars(b).has(ch)));
+        if (shared.size === 0) break;
+      }
+    });
+  };
+  for (const alt of top) walk(alt);
+  // Rule 3, on the top-level sequences with unquantified groups expanded into their alternatives.
+  const expand = (seq: Item[]): Item[][] => {
+    const at = seq.findIndex((x) => x.kind === "group" && (x.type === "?:" || x.type === "(") && x.min === 1 && x.max === 1);
+    if (at < 0) return [seq];
+    const group = seq[at] as Extract<Item, { kind: "group" }>;
+    return group.alts.flatMap((alt) => expand([...seq.slice(0, at), ...alt, ...seq.slice(at + 1)]));
+  };
+  for (const seq of top.flatMap(expand)) {
+    seq.forEach((run, x) => {
+      if (run.kind === "assert" || run.max !== Infinity || !consuming(run)) return;
+      const src = run.kind === "atom" ? run.src : `(group)`;
+      const after = seq.slice(x + 1);
+      const canFailAfter = after.some((b) => b.kind === "assert" || (b.kind === "group" && b.type.startsWith("?")) || b.min >= 1);
+      if (!canFailAfter) return;
+      const before = seq.slice(0, x);
+      const delimited = before.some((b) => b.kind !== "assert" && b.min >= 1 && consuming(b) && disjoint(chars(b), chars(run)));
+      const guarded = before.some(
+        (b) =>
+          b.kind === "group" &&
+          b.type === "?<!" &&
+          b.alts.flat().some((g) => g.kind === "atom" && g.lazy && g.max === Infinity && g.src === src),
+      );
+      if (!delimited && !guarded) risks.push(`${src} shared by every start inside one run in ${source}`);
+    });
+  }
+  return risks;
+}
+
+describe("no redaction pattern can backtrack super-linearly (structural)", () => {
+  it("the checker flags the shapes it is about, and the patterns before issue 12", () => {
+    expect(backtrackingRisks(/(a+)+b/)).not.toEqual([]);
+    expect(backtrackingRisks(/(?:\s*,)*x/)).not.toEqual([]);
+    expect(backtrackingRisks(/\s+\s*x/)).not.toEqual([]);
+    expect(backtrackingRisks(/[a-z]+[a-z0-9]*:/)).not.toEqual([]);
+    expect(backtrackingRisks(/\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/)).not.toEqual([]);
+    expect(backtrackingRisks(/\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:[^/\s@]+@/i)).not.toEqual([]);
+    expect(backtrackingRisks(/([A-Z]+)([A-Z][a-z])/g)).not.toEqual([]);
+    // Linear shapes pass: a run at the end, a run after a delimiter outside it, bounded repeats.
+    expect(backtrackingRisks(/\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}/)).toEqual([]);
+    expect(backtrackingRisks(/\b\d{6,12}:[A-Za-z0-9_-]{30,}\b/)).toEqual([]);
+  });
+
+  for (const { name, pattern } of SECRET_VALUE_PATTERNS) {
+    it(`secret pattern ${name}: ${pattern.source}`, () => expect(backtrackingRisks(pattern)).toEqual([]));
+  }
+  for (const [name, pattern] of Object.entries(PERSONAL_DATA_PATTERNS)) {
+    it(`personal-data pattern ${name}`, () => expect(backtrackingRisks(pattern)).toEqual([]));
+  }
 });

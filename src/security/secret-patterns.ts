@@ -27,12 +27,21 @@ export const SECRET_VALUE_PATTERNS: readonly SecretPattern[] = [
   { name: "telegram_bot_token", pattern: /\b\d{6,12}:[A-Za-z0-9_-]{30,}\b/ },
   { name: "google_api_key", pattern: /\bAIza[0-9A-Za-z_-]{35}\b/ },
   { name: "stripe_key", pattern: /\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}/ },
-  // Lookbehinds instead of \b: a match may start only where a run of its characters starts, so a long run
-  // ("eyJ-eyJ-…", "a.a.a.…") is scanned once, not once per word boundary inside it (quadratic before; see
-  // bench/redaction.bench.ts).
-  { name: "jwt", pattern: /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/ },
+  // jwt and url_password: the leading part of the match (`eyJ`, the scheme's first letter) is made of the same
+  // characters as the unbounded run after it, so every word boundary inside one run ("eyJ-eyJ-…", "a.a.a.…") is a
+  // start whose attempt scans to the end of that run and fails there: quadratic (hours for 1 MiB). Every start in
+  // one run shares the run's end, and the attempt's success depends only on what follows that end (and, for jwt,
+  // on the run being long enough, which the first start satisfies best), so when the run's first start fails all
+  // later ones fail too. The negative lookbehind skips them: it looks back lazily to the nearest earlier start in
+  // the same run (constant work per start amortised; it cannot cross a character outside the run, nor the end
+  // of a previous match), so each run is scanned once. The matches are exactly those of the plain `\b…` pattern.
+  // See "Redaction is linear in its input" in docs/reliability.md.
+  {
+    name: "jwt",
+    pattern: /\beyJ(?<!\beyJ[A-Za-z0-9_-]*?eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/,
+  },
   { name: "bearer_credential", pattern: /\bBearer\s+[A-Za-z0-9._~+/=-]{16,}/i },
-  { name: "url_password", pattern: /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:[^/\s@]+@/i },
+  { name: "url_password", pattern: /\b[a-z](?<!\b[a-z][a-z0-9+.-]*?[a-z])[a-z0-9+.-]*:\/\/[^/\s:@]+:[^/\s@]+@/i },
 ];
 
 /** Field-name words that always name a credential. */
@@ -55,12 +64,16 @@ const KEY_QUALIFIERS = new Set(["api", "access", "private", "secret", "signing",
 
 /** Splits `maxOutputTokens`, `bot_token`, `API-KEY` into lower-case words. */
 function words(name: string): string[] {
-  return name
-    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
-    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
-    .split(/[^A-Za-z0-9]+/)
-    .filter((w) => w.length > 0)
-    .map((w) => w.toLowerCase());
+  return (
+    name
+      .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+      // `APIKey` → `API Key`: a space before the last capital of a run that a lower-case letter follows. A lookahead,
+      // not `([A-Z]+)([A-Z][a-z])`, which rescans the rest of a long capital run from every capital in it (quadratic).
+      .replace(/([A-Z])(?=[A-Z][a-z])/g, "$1 ")
+      .split(/[^A-Za-z0-9]+/)
+      .filter((w) => w.length > 0)
+      .map((w) => w.toLowerCase())
+  );
 }
 
 /**
