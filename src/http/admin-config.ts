@@ -35,7 +35,14 @@ import { forgetAdminGenerations } from "../storage/admin-generation";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import {
+  type AppEnv,
+  createRouter,
+  ErrorEnvelopeSchema as ErrorEnvelope,
+  MAX_JSON_DEPTH,
+  requireJsonBody,
+  withinJsonDepth,
+} from "./router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
@@ -63,10 +70,13 @@ const ConfigInvalid = z
 const ConfigVersion = z
   .object({ version: z.number().int(), sha256: z.string(), created_at: z.string(), actor: z.string() })
   .openapi("ConfigVersion");
-const ConfigDocument = z.record(z.string(), z.unknown()).openapi("GatewayConfigDocument", {
-  description:
-    "The whole gateway configuration (the JSON form of config/gateway.json5; docs/configuration.md). It replaces the configuration in force — no merge — after the same validation as the bundled file: strict keys, no credential-shaped values, model references that resolve.",
-});
+const ConfigDocument = z
+  .record(z.string(), z.unknown())
+  .refine((doc) => withinJsonDepth(doc), `nested deeper than ${MAX_JSON_DEPTH} levels`)
+  .openapi("GatewayConfigDocument", {
+    description:
+      "The whole gateway configuration (the JSON form of config/gateway.json5; docs/configuration.md). It replaces the configuration in force — no merge — after the same validation as the bundled file: strict keys, no credential-shaped values, model references that resolve.",
+  });
 const postConfigRoute = createRoute({
   method: "post",
   path: "/api/admin/config",

@@ -46,6 +46,8 @@ export function toGatewayError(err: unknown): GatewayError {
         return new GatewayError("auth.unauthorized", "unauthorized");
       case 413:
         return new GatewayError("payload.too_large", "request body too large");
+      case 415: // a declared-optional JSON body sent as another media type (@hono/zod-openapi)
+        return new GatewayError("invalid.request", "Content-Type must be application/json");
       default:
         break;
     }

@@ -55,6 +55,24 @@ export function createRouter(): OpenAPIHono<AppEnv> {
 /** The S3 error envelope, for route documentation. */
 export const ErrorEnvelopeSchema = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).openapi("Error");
 
+/**
+ * Max nesting of free-form JSON a caller may send (a posted config, tool-callback args): deeper documents overflowed
+ * the stack of what walks them (the config secrets guard, Durable Object RPC) and answered 500 (test/fuzz.test.ts).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether `value` nests arrays/objects at most `max` deep; iterative, since the input may be 10,000 levels deep. */
+export function withinJsonDepth(value: unknown, max = MAX_JSON_DEPTH): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== "object") continue;
+    if (depth >= max) return false;
+    for (const child of Object.values(v)) pending.push([child, depth + 1]);
+  }
+  return true;
+}
+
 /** JSON media types (`application/json`, `application/*+json`). */
 const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
 

@@ -20,7 +20,14 @@ import { SESSION_ID } from "../sessions/keys";
 import type { SessionDO, ToolCallbackAnswer } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import {
+  type AppEnv,
+  createRouter,
+  ErrorEnvelopeSchema as ErrorEnvelope,
+  MAX_JSON_DEPTH,
+  requireJsonBody,
+  withinJsonDepth,
+} from "./router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });
@@ -33,7 +40,10 @@ export const CallbackRequest = z
       .min(1)
       .max(200)
       .regex(/^[A-Za-z0-9_.:-]+$/, "letters, digits and _ . : - (at most 200)"),
-    args: z.record(z.string(), z.unknown()).default({}),
+    args: z
+      .record(z.string(), z.unknown())
+      .refine((args) => withinJsonDepth(args), `nested deeper than ${MAX_JSON_DEPTH} levels`)
+      .default({}),
   })
   .openapi("ToolCallbackRequest");
 
