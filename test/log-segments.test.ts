@@ -13,6 +13,7 @@ import {
   createSegmentSink,
   type LogBucket,
   type LogPrefix,
+  RELIST_EVERY,
   routeLogLine,
   segmentKey,
 } from "../src/observability/log-segments";
@@ -232,6 +233,37 @@ describe("S1 §6.4 rotation caps obeyed", () => {
     expect(keys).toContain(notASegment);
     for (const key of older) expect(keys).not.toContain(key);
     expect(requestIds(await readLines(prefix))).toEqual(range(7, 12));
+  });
+
+  it("the prefix is listed at the first write, when the known count goes over the cap and every RELIST_EVERY writes — not per flush", async () => {
+    const prefix = uniquePrefix();
+    let lists = 0;
+    const counting: LogBucket = {
+      put: (key, value, options) => env.AUDIT.put(key, value, options),
+      get: (key) => env.AUDIT.get(key),
+      list: (options) => {
+        lists++;
+        return env.AUDIT.list(options);
+      },
+      delete: (keys) => env.AUDIT.delete(keys),
+    };
+    const c = clock("2025-03-01T22:00:00.000Z");
+    const s = createSegmentSink(counting, { prefix, maxSegmentBytes: 1024, maxSegments: 40, now: c.now });
+    const flushOne = async (n: number) => {
+      logRequests(s.sink, n, n + 1);
+      await s.flush();
+      c.advance(1000);
+    };
+    await flushOne(0);
+    expect(lists).toBe(1); // the first write: what is there is unknown
+    for (let n = 1; n <= RELIST_EVERY; n++) await flushOne(n);
+    expect(lists).toBe(2); // RELIST_EVERY writes since the first listing
+    for (let n = RELIST_EVERY + 1; n < 40; n++) await flushOne(n);
+    expect(lists).toBe(3);
+    await flushOne(40); // 41 known > 40: listed and rotated at once
+    expect(lists).toBe(4);
+    expect((await listKeys(prefix)).filter((o) => o.key.endsWith(".jsonl"))).toHaveLength(40);
+    expect(s.stats().rotatedSegments).toBe(1);
   });
 
   it("segments dated over several days rotate in date order", async () => {

@@ -98,6 +98,66 @@ describe("typed SQL helper", () => {
   });
 });
 
+describe("new-object schema fast path (issue 12)", () => {
+  const dump = (sql: ReturnType<typeof createSql>) =>
+    sql.all<{ type: string; name: string; tbl_name: string; sql: string | null }>`
+      SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name <> '_schema' ORDER BY type, name`;
+
+  it("a brand-new object given the recorded snapshot has exactly the schema of every migration applied in turn", async () => {
+    await runInDurableObject(stub("schema-fast-path-1"), async (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      const snapshots = new Map();
+      // Empty the object (deleteAll drops every table), then the step-by-step path, which records the snapshot.
+      await state.storage.deleteAll();
+      expect(dump(sql)).toEqual([]);
+      expect(migrate(state.storage, sql, SESSION_MIGRATIONS, snapshots)).toBe(SESSION_MIGRATIONS.length);
+      const stepwise = dump(sql);
+      expect(stepwise.filter((r) => r.type === "table").length).toBeGreaterThan(20);
+      const snapshot = snapshots.get(SESSION_MIGRATIONS) as string[];
+      expect(snapshot.some((s) => s.startsWith("CREATE VIRTUAL TABLE"))).toBe(true);
+      expect(snapshot.some((s) => s.startsWith("CREATE TRIGGER"))).toBe(true);
+      // Empty again: this time the snapshot path (one transaction), the result identical, column for column.
+      await state.storage.deleteAll();
+      snapshots.set(SESSION_MIGRATIONS, [...snapshot, "CREATE TABLE fast_path_marker (x INTEGER)"]);
+      expect(migrate(state.storage, sql, SESSION_MIGRATIONS, snapshots)).toBe(SESSION_MIGRATIONS.length);
+      expect(sql.all`SELECT name FROM sqlite_master WHERE name = 'fast_path_marker'`).toHaveLength(1); // it took the fast path
+      state.storage.sql.exec("DROP TABLE fast_path_marker");
+      expect(dump(sql)).toEqual(stepwise);
+      expect(sql.one`SELECT version FROM _schema`).toEqual({ version: SESSION_MIGRATIONS.length });
+      // The schema works: FTS5 and the size triggers included.
+      state.storage.sql.exec("INSERT INTO memory_fts (id, text) VALUES ('m1', 'hello fast path')");
+      expect(state.storage.sql.exec("SELECT id FROM memory_fts WHERE memory_fts MATCH 'fast'").toArray()).toEqual([{ id: "m1" }]);
+    });
+  });
+
+  it("migrations that seed rows are never snapshotted: every new object takes the steps", async () => {
+    await runInDurableObject(stub("schema-fast-path-3"), async (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      const snapshots = new Map();
+      const seeding = ["CREATE TABLE seeded (x INTEGER)", "INSERT INTO seeded (x) VALUES (1)"];
+      await state.storage.deleteAll();
+      expect(migrate(state.storage, sql, seeding, snapshots)).toBe(2);
+      expect(snapshots.has(seeding)).toBe(false);
+      const plain = ["CREATE TABLE unseeded (x INTEGER)"];
+      await state.storage.deleteAll();
+      expect(migrate(state.storage, sql, plain, snapshots)).toBe(1);
+      expect(snapshots.get(plain)).toEqual(["CREATE TABLE unseeded (x INTEGER)"]);
+    });
+  });
+
+  it("an object that already has tables never takes the fast path, even at version 0", async () => {
+    await runInDurableObject(stub("schema-fast-path-2"), (_i: SessionDO, state) => {
+      const sql = createSql(state.storage.sql);
+      const snapshots = new Map([[SESSION_MIGRATIONS, ["CREATE TABLE must_not_exist (x INTEGER)"]]]);
+      state.storage.sql.exec("DELETE FROM _schema");
+      const steps = ["CREATE TABLE fp_a (x INTEGER)"];
+      snapshots.set(steps, ["CREATE TABLE must_not_exist (x INTEGER)"]);
+      expect(migrate(state.storage, sql, steps, snapshots)).toBe(1);
+      expect(sql.all`SELECT name FROM sqlite_master WHERE name = 'must_not_exist'`).toEqual([]);
+    });
+  });
+});
+
 describe("live generation size (maxTurns/maxBytes checks read one row)", () => {
   it("the trigger-kept counters equal a full recount after inserts, redaction updates, archiving deletes, /new and /resume", async () => {
     const { generationSize } = await import("../src/sessions/transcript");

@@ -142,7 +142,8 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
       status: c.res.status,
       latency_ms: Date.now() - started,
     });
-    if (r2) {
+    // Only when a flush is due (at most every FLUSH_INTERVAL_MS): waitUntil itself costs isolate time per request.
+    if (r2?.due()) {
       try {
         c.executionCtx.waitUntil(r2.flushIfDue());
       } catch {

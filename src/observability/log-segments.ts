@@ -8,7 +8,12 @@
  * `logs/{providerId}/`. Caps: no segment is larger than `maxSegmentBytes`
  * (a longer line is replaced by a `log.truncated` line), and after a flush
  * that wrote something the prefix keeps its newest `maxSegments` segments only
- * (oldest by key order deleted, across days). Audit segments live under
+ * (oldest by key order deleted, across days). The prefix is listed only when
+ * needed (issue 12: a list per flush — per run, from the SessionDO — was a
+ * large part of a turn): at the first write, when the count known from the
+ * last listing plus this sink's writes since goes over `maxSegments`, and
+ * after every `RELIST_EVERY` writes anyway, which bounds what other isolates
+ * writing the same prefix can add in between. Audit segments live under
  * `agents/{agentId}/audit/` and are never touched: a sink only accepts a
  * `logs/…` prefix and only deletes keys of the segment shape.
  *
@@ -81,6 +86,8 @@ export const MIN_SEGMENT_BYTES = 1024;
 /** Memory bound, in segments' worth of lines, while puts fail. */
 const BUFFER_SEGMENTS = 4;
 /** Random suffixes tried when a key is already taken by a different object. */
+/** A sink lists its prefix again after this many writes even when its own count says there is room. */
+export const RELIST_EVERY = 16;
 const KEY_ATTEMPTS = 3;
 /** The largest number of keys one R2 delete call takes. */
 const DELETE_BATCH = 1000;
@@ -157,6 +164,9 @@ export function createSegmentSink(bucket: LogBucket, o: SegmentSinkOptions): Seg
   let droppedUnreported = 0;
   let lastTs = 0;
   let chain: Promise<void> = Promise.resolve();
+  /** Segments in the prefix as of the last listing plus this sink's writes since; null: list at the next write. */
+  let known: number | null = null;
+  let writesSinceList = 0;
   const stats = {
     writtenSegments: 0,
     truncatedLines: 0,
@@ -315,8 +325,11 @@ export function createSegmentSink(bucket: LogBucket, o: SegmentSinkOptions): Seg
         await bucket.delete(batch);
         stats.rotatedSegments += batch.length;
       }
+      known = keys.length - victims.length;
+      writesSinceList = 0;
     } catch {
       stats.rotationFailures++;
+      known = null; // list again at the next write
     }
   }
 
@@ -336,7 +349,10 @@ export function createSegmentSink(bucket: LogBucket, o: SegmentSinkOptions): Seg
       stats.writtenSegments++;
       wrote++;
     }
-    if (wrote > 0) await rotate();
+    if (wrote === 0) return;
+    writesSinceList += wrote;
+    if (known !== null) known += wrote;
+    if (known === null || known > maxSegments || writesSinceList >= RELIST_EVERY) await rotate();
   }
 
   return {

@@ -15,11 +15,17 @@ export const FLUSH_INTERVAL_MS = 10_000;
 let isolate: { bucket: R2Bucket; sinks: R2LogSinks; lastFlush: number } | undefined;
 
 /** This isolate's R2 log sinks for `bucket`. */
-export function isolateLogSinks(bucket: R2Bucket): { sinks: R2LogSinks; flushIfDue(now?: number): Promise<void> } {
+export function isolateLogSinks(bucket: R2Bucket): {
+  sinks: R2LogSinks;
+  due(now?: number): boolean;
+  flushIfDue(now?: number): Promise<void>;
+} {
   if (!isolate || isolate.bucket !== bucket) isolate = { bucket, sinks: createR2LogSinks(bucket), lastFlush: 0 };
   const state = isolate;
   return {
     sinks: state.sinks,
+    /** Whether `flushIfDue` would flush now: callers skip `waitUntil` when it would not (issue 12: a per-request cost). */
+    due: (now = Date.now()) => now - state.lastFlush >= FLUSH_INTERVAL_MS,
     async flushIfDue(now = Date.now()) {
       if (now - state.lastFlush < FLUSH_INTERVAL_MS) return;
       state.lastFlush = now;

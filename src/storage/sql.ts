@@ -60,14 +60,73 @@ export function createSql(storage: SqlStorage): Sql {
 export type Migrations = readonly string[];
 
 /**
- * Brings the storage up to the latest schema version, each migration in its
- * own transaction, and returns the version now in force. Idempotent.
+ * The schema a list of migrations produces, as the `CREATE …` statements SQLite itself keeps in
+ * `sqlite_master` (in creation order), so that a brand-new object can be given it in one step.
  */
-export function migrate(storage: DurableObjectStorage, sql: Sql, migrations: Migrations): number {
+export type SchemaSnapshots = Map<Migrations, readonly string[]>;
+
+/**
+ * Per isolate: the schema every migration list produced the first time this isolate applied it in full to an
+ * empty database. Every `POST /v1/runs` gets its own SessionDO, so applying the migrations one by one (13 steps,
+ * 22 ALTER TABLEs that each make SQLite re-read its whole schema) was a large part of a turn's CPU (issue 12).
+ */
+const ISOLATE_SNAPSHOTS: SchemaSnapshots = new Map();
+
+/** FTS5 creates these beside each virtual table itself: replaying its CREATE VIRTUAL TABLE makes them again. */
+const FTS5_SHADOW_SUFFIXES = ["_data", "_idx", "_content", "_docsize", "_config"];
+
+/** Objects of ours in `sqlite_master`: not SQLite's own (`sqlite_*`), not the runtime's (`_cf_*`), not `_schema`. */
+const isOwn = (name: string) => !name.startsWith("sqlite_") && !name.startsWith("_cf_") && name !== "_schema";
+
+/**
+ * The current schema as replayable statements: `sqlite_master.sql` of every table, index, trigger and view,
+ * in creation order (rowid; ALTER TABLE rewrites a table's row in place, keeping its rowid). Automatic indexes
+ * (no SQL) and FTS5 shadow tables are left out: SQLite makes them again from the statements kept.
+ */
+export function schemaSnapshot(sql: Sql): string[] {
+  const rows = sql.all<{ name: string; sql: string }>`SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid`.filter(
+    (r) => isOwn(r.name),
+  );
+  const virtual = rows.filter((r) => /^CREATE VIRTUAL TABLE/i.test(r.sql)).map((r) => r.name);
+  const shadow = new Set(virtual.flatMap((v) => FTS5_SHADOW_SUFFIXES.map((suffix) => `${v}${suffix}`)));
+  return rows.filter((r) => !shadow.has(r.name)).map((r) => r.sql);
+}
+
+/** True when the database holds nothing of ours yet (a brand-new object). */
+function isEmpty(sql: Sql): boolean {
+  return sql.all<{ name: string }>`SELECT name FROM sqlite_master`.every((r) => !isOwn(r.name));
+}
+
+/**
+ * Brings the storage up to the latest schema version and returns the version now in force. Idempotent.
+ *
+ * An existing object gets each missing migration in its own transaction, in order. A brand-new object
+ * (version 0, nothing of ours in it) gets, once this isolate has applied the same list to an empty database,
+ * the schema that produced — replayed in ONE transaction from `sqlite_master`'s own statements, hence the
+ * very same schema (test/session-do.test.ts compares it with the step-by-step one). The first new object of
+ * an isolate takes the steps and records the snapshot (unless its migrations left rows behind: those would
+ * not be replayed). `snapshots` is for tests.
+ */
+export function migrate(
+  storage: DurableObjectStorage,
+  sql: Sql,
+  migrations: Migrations,
+  snapshots: SchemaSnapshots = ISOLATE_SNAPSHOTS,
+): number {
   sql.script("CREATE TABLE IF NOT EXISTS _schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)");
   let version = sql.one<{ version: number }>`SELECT version FROM _schema WHERE id = 1`?.version ?? 0;
   if (version > migrations.length) {
     throw new Error(`storage schema version ${version} is newer than this code knows (${migrations.length}); refusing to run`);
+  }
+  const fresh = version === 0 && migrations.length > 0 && isEmpty(sql);
+  const snapshot = fresh ? snapshots.get(migrations) : undefined;
+  if (snapshot) {
+    const latest = migrations.length;
+    storage.transactionSync(() => {
+      sql.script(snapshot.join(";\n")); // one exec: ~30 statements, no crossing per statement
+      sql.run`INSERT INTO _schema (id, version) VALUES (1, ${latest}) ON CONFLICT (id) DO UPDATE SET version = excluded.version`;
+    });
+    return latest;
   }
   while (version < migrations.length) {
     const next = version + 1;
@@ -76,6 +135,12 @@ export function migrate(storage: DurableObjectStorage, sql: Sql, migrations: Mig
       sql.run`INSERT INTO _schema (id, version) VALUES (1, ${next}) ON CONFLICT (id) DO UPDATE SET version = excluded.version`;
     });
     version = next;
+  }
+  if (fresh) {
+    // Only a schema is replayed, never rows: a list whose migrations seed data keeps taking the steps.
+    const statements = schemaSnapshot(sql);
+    const tables = statements.map((s) => /^CREATE TABLE (?:IF NOT EXISTS )?"?(\w+)"?/i.exec(s)?.[1]).filter((t): t is string => !!t);
+    if (tables.every((t) => storage.sql.exec(`SELECT 1 FROM "${t}" LIMIT 1`).toArray().length === 0)) snapshots.set(migrations, statements);
   }
   return version;
 }
