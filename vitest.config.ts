@@ -48,7 +48,7 @@ export default defineConfig(async () => {
               wrangler: { configPath: "./wrangler.toml" },
               remoteBindings: false,
               miniflare: {
-                bindings: { ...TEST_SECRETS, TEST_MIGRATIONS: migrations },
+                bindings: { ...TEST_SECRETS, TEST_MIGRATIONS: migrations, LOAD_SESSIONS: process.env.LOAD_SESSIONS ?? "20" },
                 outboundService,
               },
             }),

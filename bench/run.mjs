@@ -1,34 +1,102 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick]`: runs every bench/*.bench.ts (bundled with esbuild
-// against the real src/ modules) and writes bench/results/latest.json.
-// Figures are ratios to a baseline measured in the same run; absolute times
-// are reported too, for context only (this machine is noisy).
+// `npm run bench [-- --quick] [-- --peer]`: runs every bench/*.bench.ts (bundled with esbuild against the
+// real src/ modules), writes bench/results/latest.json and ends with a table of the headline figures
+// (docs/benchmarks.md). Rates are divided by the baseline Worker's (bench/baseline/), measured in the same
+// run right before the turns; absolute times are for context only (this machine is noisy).
+// --quick: fewer samples and shorter windows (target: under 60 s). --table: prints the last run's summary
+// again. --peer: also runs the peer benchmark
+// (Cloudflare's Agents SDK, /work/shared/peers) from a temporary copy and compares with it, instead of
+// with its published figures. A bench that fails is recorded as { error } and the run exits 1.
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 import { build } from "../scripts/build.mjs";
+import { PEER_PUBLISHED, peerFigures, runPeer, summarise, table } from "./support/report.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const quick = process.argv.includes("--quick");
+const peer = process.argv.includes("--peer");
+const only = process.argv
+  .find((a) => a.startsWith("--only="))
+  ?.slice("--only=".length)
+  .split(",");
+const t0 = performance.now();
+
+// --table: print the summary of the last run again (bench/results/latest.json), without measuring.
+if (process.argv.includes("--table")) {
+  const { readFile } = await import("node:fs/promises");
+  const last = JSON.parse(await readFile(join(root, "bench", "results", "latest.json"), "utf8"));
+  const fig = last.peer && !last.peer.error ? peerFigures(last.peer) : PEER_PUBLISHED;
+  const rows = summarise(last, fig);
+  const wallRow = last.summary?.rows?.find((x) => /wall time/.test(x.figure));
+  if (wallRow) rows.push(wallRow);
+  console.log(`Summary (${last.quick ? "--quick, " : ""}${last.date}; peer figures ${fig.source}):\n`);
+  console.log(table(rows));
+  process.exit(0);
+}
 
 await build();
 const results = { date: new Date().toISOString(), node: process.version, quick };
-for (const file of (await readdir(join(root, "bench"))).filter((f) => f.endsWith(".bench.ts")).sort()) {
-  const out = await esbuild.build({
-    entryPoints: [join(root, "bench", file)],
-    bundle: true,
-    format: "esm",
-    platform: "node",
-    write: false,
-    logLevel: "silent",
+const timings = {};
+// The baseline and the turns run back to back (closest in time), then the rest in name order.
+const FIRST = ["baseline", "turn"];
+const names = (await readdir(join(root, "bench")))
+  .filter((f) => f.endsWith(".bench.ts"))
+  .map((f) => f.replace(/\.bench\.ts$/, ""))
+  .filter((n) => !only || only.includes(n))
+  .sort((a, b) => {
+    const ia = FIRST.indexOf(a);
+    const ib = FIRST.indexOf(b);
+    return (ia < 0 ? FIRST.length : ia) - (ib < 0 ? FIRST.length : ib) || a.localeCompare(b);
   });
-  const mod = await import(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0].text).toString("base64")}`);
-  const name = file.replace(/\.bench\.ts$/, "");
-  results[name] = await mod.run(quick);
-  console.log(`${name}:`);
+let failed = false;
+for (const name of names) {
+  const s0 = performance.now();
+  try {
+    const out = await esbuild.build({
+      entryPoints: [join(root, "bench", `${name}.bench.ts`)],
+      bundle: true,
+      format: "esm",
+      platform: "node",
+      write: false,
+      logLevel: "silent",
+    });
+    const mod = await import(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0].text).toString("base64")}`);
+    results[name] = await mod.run(quick);
+  } catch (err) {
+    failed = true;
+    results[name] = { error: err instanceof Error ? err.message : String(err) };
+    console.error(`${name}: FAILED: ${results[name].error}`);
+  }
+  timings[name] = Math.round((performance.now() - s0) / 100) / 10;
+  console.log(`${name} (${timings[name]} s):`);
   for (const [metric, value] of Object.entries(results[name])) console.log(`  ${metric.padEnd(28)} ${JSON.stringify(value)}`);
 }
+
+let peerFig = PEER_PUBLISHED;
+if (peer) {
+  const s0 = performance.now();
+  try {
+    results.peer = await runPeer();
+    peerFig = peerFigures(results.peer);
+  } catch (err) {
+    failed = true;
+    results.peer = { error: err instanceof Error ? err.message : String(err) };
+    console.error(`peer: FAILED (${results.peer.error}); comparing with the published figures`);
+  }
+  timings.peer = Math.round((performance.now() - s0) / 100) / 10;
+}
+
+const wall = Math.round((performance.now() - t0) / 100) / 10;
+const rows = summarise(results, peerFig);
+if (quick) rows.push({ figure: "--quick wall time", ours: wall, unit: "s", target: "≤ 60", pass: wall <= 60 });
+else rows.push({ figure: "wall time", ours: wall, unit: "s" });
+results.summary = { peer_figures: peerFig, rows };
+results.timings_s = { ...timings, total: wall };
 await mkdir(join(root, "bench", "results"), { recursive: true });
 await writeFile(join(root, "bench", "results", "latest.json"), `${JSON.stringify(results, null, 2)}\n`);
-console.log("wrote bench/results/latest.json");
+console.log(`\nSummary (${quick ? "--quick, " : ""}${results.date}; peer figures ${peerFig.source}):\n`);
+console.log(table(rows));
+console.log(`\nper bench (s): ${JSON.stringify(timings)}\nwrote bench/results/latest.json`);
+if (failed) process.exitCode = 1;

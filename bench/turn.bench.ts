@@ -1,42 +1,48 @@
 /**
- * Gateway overhead per turn, end to end: the real Worker under `wrangler dev`
- * (workerd, local Durable Objects, R2 and D1) against the offline model
- * (scripts/local-model.mjs), which answers in well under a millisecond and is
- * served from this process so that its own time per request can be measured
- * and taken out. Overhead = client time per turn − model server time.
+ * Chat turns end to end, as a client experiences them (request sent → final
+ * answer received): the real Worker under `wrangler dev` (workerd, local
+ * Durable Objects, R2 and D1) against the offline model
+ * (scripts/local-model.mjs: zero latency, a fixed script, served from this
+ * process so that its own time per request can be measured and reported).
+ * A turn is `POST /v1/runs` with `Prefer: wait` (one fresh isolated session
+ * per run, so every turn also creates its Durable Object), checked: completed,
+ * with the expected number of tool calls and model calls.
  *
- * Baseline, measured in the same run and interleaved with the turns: a
- * `GET /healthz` round trip, the floor of any route through wrangler dev on
- * this machine. The peer benchmark (Cloudflare's Agents SDK, measured the same
- * way on the same machine) did a plain turn in 17–18 ms and one tool round in
- * 22–23 ms (medians), with about 18 ms of workerd CPU per turn.
+ * (a) plain reply ("hello": 1 model call), (b) one tool round ("list files":
+ * model → fs.list_dir → model, 2 model calls). For each: sequential
+ * p50/p95/p99 and turns/s with 8 concurrent clients over a fixed window, with
+ * workerd's CPU per turn from /proc (every workerd process of wrangler dev's
+ * process group, utime + stime, over the phase ÷ turns). bench/run.mjs divides
+ * the rates by the baseline Worker's (bench/baseline.bench.ts, same run) and
+ * sets them beside the peer's (Cloudflare's Agents SDK, /work/shared/peers).
  *
- * Also: plain turns/s with 8 concurrent clients (and workerd's CPU per turn
- * over that phase, from /proc), and whether the time per turn grows with the
- * transcript (sequential turns in ONE chat session).
+ * Also: whether the time per turn grows with the transcript (sequential chat
+ * messages in ONE session, `POST /v1/chat/messages` + its event stream).
  *
- * wrangler's build step writes src/generated/config.ts from the development
- * config while it runs; the finally block rebuilds it from config/gateway.json5.
+ * wrangler runs from a copy of the project (bench/support/devserver.ts
+ * snapshotProject): its build step writes the development config into that
+ * copy's src/generated/, and edits elsewhere in the tree cannot reload it.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import {
   applyD1Migrations,
+  closedLoop,
   DEV_CONFIG,
-  freePort,
+  latencySummary,
   MODEL_PORT,
   median,
   projectRoot,
-  quantile,
-  restoreGenerated as restoreGeneratedFrom,
   round,
-  sleep,
+  sequential,
+  snapshotProject,
+  startWranglerDev,
   stopChild,
-  workerdCpuMs,
+  type WranglerDev,
 } from "./support/devserver";
 
 const CONCURRENCY = 8;
@@ -85,10 +91,10 @@ async function startModel(root: string): Promise<{ server: Server; calls: number
 
 export async function run(quick: boolean) {
   const root = projectRoot("turn bench");
-  const n = quick ? 40 : 200;
-  const warmup = 20;
-  const sessionTurns = quick ? 30 : 100;
-  const concurrentTurns = quick ? 80 : 400;
+  const n = quick ? 12 : 100;
+  const warmup = quick ? 3 : 20;
+  const seconds = quick ? 3 : 15;
+  const sessionTurns = quick ? 0 : 60; // --quick skips the growth check
 
   const tmp = mkdtempSync(join(tmpdir(), "sophie-turn-bench-"));
   const persist = join(tmp, "state");
@@ -96,78 +102,52 @@ export async function run(quick: boolean) {
   const logFile = join(tmp, "wrangler.log");
   const apiToken = `bench-${crypto.randomUUID().replaceAll("-", "")}`; // 38 characters
   writeFileSync(devVars, `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`);
-  const wrangler = join(root, "node_modules", ".bin", "wrangler");
   const { SOPHIE_CONFIG: _drop, ...baseEnv } = process.env;
   const env = { ...baseEnv, SOPHIE_CONFIG: DEV_CONFIG, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
 
   let model: { server: Server; calls: number[] } | undefined;
-  let dev: ChildProcess | undefined;
-  let logFd: number | undefined;
+  let dev: WranglerDev | undefined;
+  let child: ChildProcess | undefined;
   let ok = false;
-  // wrangler's build step bundled the development config into src/generated/config.ts: put the shipped one back.
-  const restoreGenerated = () => restoreGeneratedFrom(root, baseEnv, "turn bench");
-  // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group and restore here.
+  // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group here.
   const interrupted = () => {
-    if (dev?.pid) {
+    if (child?.pid) {
       try {
-        process.kill(-dev.pid, "SIGKILL");
+        process.kill(-child.pid, "SIGKILL");
       } catch {
         /* already gone */
       }
     }
-    restoreGenerated();
     rmSync(tmp, { recursive: true, force: true });
     process.exit(130);
   };
   process.once("SIGINT", interrupted);
   process.once("SIGTERM", interrupted);
   try {
-    model = await startModel(root);
+    const work = snapshotProject(root, join(tmp, "tree"));
+    model = await startModel(work);
     const calls = model.calls;
 
-    applyD1Migrations(root, env, persist, "turn bench");
-
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    logFd = openSync(logFile, "w");
-    dev = spawn(
-      wrangler,
-      ["dev", "--ip", "127.0.0.1", "--port", String(port), "--env-file", devVars, "--persist-to", persist],
-      // Its own process group, so that the finally block ends workerd with it.
-      { cwd: root, env, stdio: ["ignore", logFd, logFd], detached: true },
-    );
-    const started = performance.now();
-    for (;;) {
-      if (dev.exitCode !== null || dev.signalCode !== null)
-        throw new Error(`turn bench: wrangler dev exited early:\n${readFileSync(logFile, "utf8")}`);
-      if (performance.now() - started > 90_000)
-        throw new Error(`turn bench: no GET /healthz 200 within 90 s:\n${readFileSync(logFile, "utf8")}`);
-      const res = await fetch(`${base}/healthz`).catch(() => null);
-      if (res?.status === 200) {
-        await res.arrayBuffer();
-        break;
-      }
-      await res?.arrayBuffer();
-      await sleep(250);
-    }
-
+    applyD1Migrations(work, env, persist, "turn bench");
+    dev = await startWranglerDev({
+      tag: "turn bench",
+      root,
+      cwd: work,
+      args: ["--env-file", devVars, "--persist-to", persist],
+      env,
+      logFile,
+    });
+    child = dev.child;
+    const base = dev.base;
+    const group = child.pid as number;
     const auth = { authorization: `Bearer ${apiToken}`, "content-type": "application/json" };
-
-    async function healthz(): Promise<number> {
-      const t0 = performance.now();
-      const res = await fetch(`${base}/healthz`);
-      await res.arrayBuffer();
-      const ms = performance.now() - t0;
-      if (res.status !== 200) throw new Error(`turn bench: GET /healthz answered ${res.status}`);
-      return ms;
-    }
 
     /**
      * One POST /v1/runs with Prefer: wait; client and model time, with the run checked.
      * `expectModelCalls` null: not checked (concurrent turns share the recorder).
      */
     async function turn(message: string, expectTools: number, expectModelCalls: number | null): Promise<{ ms: number; model: number }> {
-      calls.length = 0;
+      if (expectModelCalls !== null) calls.length = 0;
       const t0 = performance.now();
       const res = await fetch(`${base}/v1/runs`, {
         method: "POST",
@@ -210,52 +190,44 @@ export async function run(quick: boolean) {
 
     // Warm-up: isolates, Durable Object code, SQLite, connection pools.
     for (let i = 0; i < warmup; i++) {
-      await healthz();
       await turn("hello", 0, 1);
       await turn("list files", 1, 2);
     }
 
-    // Interleaved, so that the baseline and the turns see the same machine.
-    const health: number[] = [];
-    const plain: number[] = [];
-    const plainModel: number[] = [];
-    const plainOverhead: number[] = [];
-    const tool: number[] = [];
-    const toolOverhead: number[] = [];
-    for (let i = 0; i < n; i++) {
-      health.push(await healthz());
-      const p = await turn("hello", 0, 1);
-      plain.push(p.ms);
-      plainModel.push(p.model);
-      plainOverhead.push(p.ms - p.model);
-      const t = await turn("list files", 1, 2);
-      tool.push(t.ms);
-      toolOverhead.push(t.ms - t.model);
+    const kinds = [
+      { name: "plain", message: "hello", tools: 0, modelCalls: 1 },
+      { name: "tool_round", message: "list files", tools: 1, modelCalls: 2 },
+    ] as const;
+    const result: Record<string, unknown> = {
+      endpoint: "POST /v1/runs, Prefer: wait=30",
+      model: "scripts/local-model.mjs (offline, zero latency)",
+    };
+    for (const k of kinds) {
+      const modelMs: number[] = [];
+      const seq = await sequential(n, group, async () => {
+        const t = await turn(k.message, k.tools, k.modelCalls);
+        modelMs.push(t.model);
+      });
+      const callsBefore = calls.length;
+      const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: () => turn(k.message, k.tools, null) });
+      const concCalls = calls.length - callsBefore;
+      calls.length = 0;
+      if (concCalls < conc.completed * k.modelCalls)
+        throw new Error(`turn bench: ${k.name}: ${concCalls} model calls for ${conc.completed} turns (expected ${k.modelCalls} each)`);
+      result[k.name] = {
+        turns_per_s_8_concurrent: conc.per_s,
+        concurrent: { ...latencySummary(conc.latency), seconds: conc.seconds, workerd_cpu_ms_per_turn: conc.workerd_cpu_ms_per_op },
+        sequential: {
+          ...latencySummary(seq.latency),
+          workerd_cpu_ms_per_turn: seq.workerd_cpu_ms_per_op,
+          model_server_p50_ms: round(median(modelMs), 2),
+        },
+      };
     }
-
-    // Throughput: 8 clients, each running plain turns back to back, until the fixed total is done.
-    // workerd's CPU per turn is taken over this phase (plain turns only), as the peer benchmark reports it.
-    const ticks = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
-    const cpu0 = workerdCpuMs(dev.pid as number, ticks);
-    let issued = 0;
-    const c0 = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (issued < concurrentTurns) {
-          issued++;
-          await turn("hello", 0, null);
-        }
-      }),
-    );
-    const turnsPerS = concurrentTurns / ((performance.now() - c0) / 1000);
-    const cpu1 = workerdCpuMs(dev.pid as number, ticks);
-    const workerdCpuPerTurn = cpu0 === null || cpu1 === null ? null : (cpu1 - cpu0) / concurrentTurns;
 
     // One session, many turns: the time per turn must not grow with the transcript.
     const session: number[] = [];
     for (let i = 0; i < sessionTurns; i++) session.push(await sessionTurn());
-    const first10 = median(session.slice(0, 10));
-    const last10 = median(session.slice(-10));
 
     // Warnings and errors the gateway logged (JSON lines) or wrangler printed, over the whole run.
     const problems = readFileSync(logFile, "utf8")
@@ -263,38 +235,28 @@ export async function run(quick: boolean) {
       .filter((line) => /"level":"(warn|error)"|\[ERROR\]|✘/.test(line));
     for (const line of problems.slice(0, 5)) console.error(`turn bench: wrangler log: ${line.slice(0, 300)}`);
 
-    const healthMedian = median(health);
-    const result = {
-      turns: n,
-      healthz_median_ms: round(healthMedian),
-      plain_turn_median_ms: round(median(plain)),
-      plain_model_median_ms: round(median(plainModel), 2),
-      plain_overhead_median_ms: round(median(plainOverhead)),
-      plain_overhead_p90_ms: round(quantile(plainOverhead, 0.9)),
-      tool_turn_median_ms: round(median(tool)),
-      tool_overhead_median_ms: round(median(toolOverhead)),
-      plain_overhead_vs_healthz: round(median(plainOverhead) / healthMedian, 2),
-      tool_overhead_vs_healthz: round(median(toolOverhead) / healthMedian, 2),
-      turns_per_s_8_concurrent: round(turnsPerS),
-      workerd_cpu_ms_per_plain_turn: workerdCpuPerTurn === null ? null : round(workerdCpuPerTurn),
-      session_turns: sessionTurns,
-      session_turn_first10_median_ms: round(first10),
-      session_turn_last10_median_ms: round(last10),
-      session_growth_ratio: round(last10 / first10, 2),
-      wrangler_log_warnings_errors: problems.length,
-    };
+    if (sessionTurns > 0) {
+      const first = median(session.slice(0, 10));
+      const last = median(session.slice(-10));
+      result.session = {
+        endpoint: "POST /v1/chat/messages + GET /v1/runs/{id}/events, one session",
+        turns: sessionTurns,
+        first10_median_ms: round(first),
+        last10_median_ms: round(last),
+        growth_ratio: round(last / first, 2),
+      };
+    }
+    result.wrangler_log_warnings_errors = problems.length;
     ok = true;
     return result;
   } finally {
-    await stopChild(dev);
-    if (logFd !== undefined) closeSync(logFd);
+    await stopChild(child);
     model?.server.closeAllConnections();
     if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
-    restoreGenerated();
     process.off("SIGINT", interrupted);
     process.off("SIGTERM", interrupted);
-    // wrangler's output is kept when it helps: after a failure once wrangler ran, or with SOPHIE_BENCH_KEEP=1.
-    if ((ok || logFd === undefined) && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
+    // wrangler's output is kept when it helps: after a failure, or with SOPHIE_BENCH_KEEP=1.
+    if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
     else console.error(`turn bench: wrangler's output kept in ${logFile}`);
   }
 }

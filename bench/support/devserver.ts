@@ -3,10 +3,10 @@
  * sample statistics every bench reports, workerd's CPU time from /proc, and
  * stopping a detached `wrangler dev` with everything in its process group.
  */
-import { type ChildProcess, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { closeSync, cpSync, existsSync, openSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 
 /** The development config the benches run the gateway with (its model is the offline one on 127.0.0.1:8790). */
 export const DEV_CONFIG = "config/gateway.dev.json5";
@@ -99,4 +99,163 @@ export function applyD1Migrations(root: string, env: NodeJS.ProcessEnv, persist:
     timeout: 120_000,
   });
   if (migrate.status !== 0) throw new Error(`${tag}: D1 migrations failed:\n${migrate.stdout}${migrate.stderr}`);
+}
+
+/** A `wrangler dev` started by {@link startWranglerDev}: its base URL, ports and log file. */
+export interface WranglerDev {
+  child: ChildProcess;
+  base: string;
+  port: number;
+  inspectorPort: number;
+  logFile: string;
+}
+
+/**
+ * Starts `wrangler dev` in its own process group on a free port (and a free `--inspector-port`, so that
+ * two benches or a developer's `npm start` never collide on 9229), with its output in `logFile`, and
+ * waits until `GET healthPath` answers 200 (90 s at most). `cwd` holds the wrangler.toml. On failure the
+ * process group is ended and the error carries the log. Stop it with {@link stopChild}.
+ */
+export async function startWranglerDev(o: {
+  tag: string;
+  root: string;
+  cwd: string;
+  args: readonly string[];
+  env: NodeJS.ProcessEnv;
+  logFile: string;
+  healthPath?: string;
+}): Promise<WranglerDev> {
+  const wrangler = join(o.root, "node_modules", ".bin", "wrangler");
+  const port = await freePort();
+  const inspectorPort = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const logFd = openSync(o.logFile, "w");
+  const child = spawn(
+    wrangler,
+    [
+      "dev",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspectorPort),
+      "--show-interactive-dev-session=false",
+      ...o.args,
+    ],
+    // Its own process group, so that stopChild() ends workerd with it.
+    { cwd: o.cwd, env: { WRANGLER_SEND_METRICS: "false", ...o.env }, stdio: ["ignore", logFd, logFd], detached: true },
+  );
+  closeSync(logFd); // the child holds its own copy
+  const started = performance.now();
+  try {
+    for (;;) {
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`${o.tag}: wrangler dev exited early:\n${readFileSync(o.logFile, "utf8")}`);
+      if (performance.now() - started > 90_000)
+        throw new Error(`${o.tag}: no GET ${o.healthPath ?? "/healthz"} 200 within 90 s:\n${readFileSync(o.logFile, "utf8")}`);
+      const res = await fetch(`${base}${o.healthPath ?? "/healthz"}`).catch(() => null);
+      await res?.arrayBuffer();
+      if (res?.status === 200) break;
+      await sleep(200);
+    }
+  } catch (err) {
+    await stopChild(child);
+    throw err;
+  }
+  return { child, base, port, inspectorPort, logFile: o.logFile };
+}
+
+/** The latency summary every end-to-end figure uses (ms, nearest-rank quantiles). */
+export function latencySummary(ms: readonly number[]): { n: number; p50_ms: number; p95_ms: number; p99_ms: number; mean_ms: number } {
+  return {
+    n: ms.length,
+    p50_ms: round(quantile(ms, 0.5), 2),
+    p95_ms: round(quantile(ms, 0.95), 2),
+    p99_ms: round(quantile(ms, 0.99), 2),
+    mean_ms: round(ms.reduce((a, b) => a + b, 0) / Math.max(1, ms.length), 2),
+  };
+}
+
+/** Clock ticks per second of /proc/<pid>/stat times. */
+export function clockTicks(): number {
+  return Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
+}
+
+/**
+ * Closed-loop throughput: `concurrency` clients, each calling `once(client, i)` back to back for `seconds`.
+ * Operations completed inside the window count; those still in flight at the deadline are awaited (so
+ * nothing leaks into the next phase) but not counted (the peer benchmark's convention). Also returns the
+ * client latencies of the counted operations and workerd's CPU per operation (Linux /proc; CPU is read
+ * once every started operation has finished, so it is divided by all of them).
+ */
+export async function closedLoop(o: {
+  concurrency: number;
+  seconds: number;
+  group: number;
+  once: (client: number, i: number) => Promise<unknown>;
+}): Promise<{ per_s: number; completed: number; seconds: number; latency: number[]; workerd_cpu_ms_per_op: number | null }> {
+  const ticks = clockTicks();
+  const cpu0 = workerdCpuMs(o.group, ticks);
+  const t0 = performance.now();
+  const deadline = t0 + o.seconds * 1000;
+  const latency: number[] = [];
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: o.concurrency }, async (_, client) => {
+      for (let i = 0; performance.now() < deadline; i++) {
+        started++;
+        const s = performance.now();
+        await o.once(client, i);
+        const e = performance.now();
+        if (e <= deadline) latency.push(e - s);
+      }
+    }),
+  );
+  const cpu1 = workerdCpuMs(o.group, ticks);
+  const elapsed = (deadline - t0) / 1000;
+  return {
+    per_s: round(latency.length / elapsed, 1),
+    completed: latency.length,
+    seconds: round(elapsed, 2),
+    latency,
+    workerd_cpu_ms_per_op: cpu0 === null || cpu1 === null ? null : round((cpu1 - cpu0) / started, 2),
+  };
+}
+
+/** workerd's CPU (ms) per call of `fn` over `n` sequential calls, with the client latency of each. */
+export async function sequential(
+  n: number,
+  group: number,
+  fn: (i: number) => Promise<unknown>,
+): Promise<{ latency: number[]; workerd_cpu_ms_per_op: number | null }> {
+  const ticks = clockTicks();
+  const cpu0 = workerdCpuMs(group, ticks);
+  const latency: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const s = performance.now();
+    await fn(i);
+    latency.push(performance.now() - s);
+  }
+  const cpu1 = workerdCpuMs(group, ticks);
+  return { latency, workerd_cpu_ms_per_op: cpu0 === null || cpu1 === null ? null : round((cpu1 - cpu0) / n, 2) };
+}
+
+/** What {@link snapshotProject} leaves out: dependencies (linked instead), history, local state, outputs. */
+const SNAPSHOT_SKIP = new Set([".git", ".wrangler", "node_modules", "dist", "test-results", "test", "docs", join("bench", "results")]);
+
+/**
+ * Copies the project (sources, config, prompts, migrations, scripts) to `dest` with node_modules linked,
+ * and returns `dest`. The end-to-end benches run wrangler from such a copy: its build step rewrites
+ * src/generated/ and `wrangler dev` reloads when anything under src/ changes, so in a shared working tree
+ * (another build, test run or editor) a run could otherwise switch config or code halfway through. The
+ * figures are those of the tree as it was when the bench started.
+ */
+export function snapshotProject(root: string, dest: string): string {
+  cpSync(root, dest, {
+    recursive: true,
+    filter: (src) => !SNAPSHOT_SKIP.has(relative(root, src)),
+  });
+  symlinkSync(join(root, "node_modules"), join(dest, "node_modules"), "dir");
+  return dest;
 }

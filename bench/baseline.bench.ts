@@ -1,0 +1,59 @@
+/**
+ * The baseline every end-to-end figure is divided by (docs/benchmarks.md):
+ * bench/baseline/, a tiny separate Worker under the same `wrangler dev`
+ * conditions as the gateway (local workerd, a fresh --persist-to directory,
+ * free ports), where each request does exactly one Durable Object SQLite write
+ * and one R2 put and answers JSON — what any gateway route that records
+ * anything must do. Measured here: requests/s with 8 concurrent clients (each
+ * on its own Durable Object, like 8 conversations), sequential p50/p95/p99,
+ * and workerd's CPU per request. bench/run.mjs turns the other figures into
+ * ratios to these.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { closedLoop, latencySummary, projectRoot, sequential, startWranglerDev, stopChild, type WranglerDev } from "./support/devserver";
+
+const TAG = "baseline bench";
+export const CONCURRENCY = 8;
+
+export async function run(quick: boolean) {
+  const root = projectRoot(TAG);
+  const seqN = quick ? 50 : 500;
+  const seconds = quick ? 3 : 15;
+  const tmp = mkdtempSync(join(tmpdir(), "sophie-baseline-bench-"));
+  let dev: WranglerDev | undefined;
+  let ok = false;
+  try {
+    dev = await startWranglerDev({
+      tag: TAG,
+      root,
+      cwd: join(root, "bench", "baseline"),
+      args: ["--persist-to", join(tmp, "state")],
+      env: process.env,
+      logFile: join(tmp, "wrangler.log"),
+    });
+    const base = dev.base;
+    const body = JSON.stringify({ role: "user", content: "hello", ts: "2026-11-26T00:00:00Z" });
+    const write = async (conversation: string) => {
+      const res = await fetch(`${base}/write?c=${conversation}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`${TAG}: POST /write answered ${res.status}: ${text}`);
+    };
+    const group = dev.child.pid as number;
+    for (let i = 0; i < (quick ? 18 : 90); i++) await write(`c${i % 9}`); // warm-up: isolates, the 9 objects, SQLite, R2
+    const seq = await sequential(seqN, group, () => write("c8"));
+    const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => write(`c${c}`) });
+    ok = true;
+    return {
+      what: "1 DO SQLite insert + 1 R2 put + JSON answer per request (bench/baseline/)",
+      requests_per_s_8_concurrent: conc.per_s,
+      concurrent: { ...latencySummary(conc.latency), seconds: conc.seconds, workerd_cpu_ms_per_request: conc.workerd_cpu_ms_per_op },
+      sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_request: seq.workerd_cpu_ms_per_op },
+    };
+  } finally {
+    await stopChild(dev?.child);
+    if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
+    else console.error(`${TAG}: wrangler's output kept in ${tmp}`);
+  }
+}
