@@ -16,11 +16,11 @@
  *   token of the copied .dev.vars.example — the same way an operator changes the config in force — with the
  *   offline model's `baseUrl` moved to the free port it listens on.
  * - The secrets are .dev.vars.example, copied to a temp file (SOPHIE_DEV_VARS); the local cron clock is off;
- *   the copy's wrangler.toml gets a free `[dev] inspector_port` (see pinInspectorPort).
+ *   wrangler's inspector gets a free port (SOPHIE_INSPECTOR_PORT, read by scripts/start.mjs).
  * `stop()` ends the whole process group (start.mjs, wrangler, workerd, the offline model) and removes the copy.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
@@ -136,18 +136,6 @@ function copyProject(): string {
   return dir;
 }
 
-/**
- * Gives the copy's wrangler dev a free inspector port. Left to itself wrangler takes 9229 when it looks free,
- * and two wrangler devs starting at the same moment (another test, a developer's) both take it: the later one
- * dies with "Address already in use (socket "direct:1:default")".
- */
-function pinInspectorPort(dir: string, port: number): void {
-  const file = join(dir, "wrangler.toml");
-  const toml = readFileSync(file, "utf8");
-  const line = `inspector_port = ${port} # test/browser/gateway.ts`;
-  writeFileSync(file, /^\[dev\]$/m.test(toml) ? toml.replace(/^\[dev\]$/m, `[dev]\n${line}`) : `${toml}\n[dev]\n${line}\n`);
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Starts the gateway; once more on fresh ports if a port it was given was taken meanwhile by another process. */
@@ -164,7 +152,7 @@ async function startOnce(): Promise<Gateway> {
   const dir = copyProject();
   const port = await freePort();
   const modelPort = await freePort();
-  pinInspectorPort(dir, await freePort());
+  const inspectorPort = await freePort();
   const devVarsDir = mkdtempSync(join(tmpdir(), "sophie-browser-vars-"));
   const devVars = join(devVarsDir, "dev.vars");
   copyFileSync(join(root, ".dev.vars.example"), devVars);
@@ -184,6 +172,8 @@ async function startOnce(): Promise<Gateway> {
       SOPHIE_CONFIG: "config/gateway.json5",
       SOPHIE_LOCAL_MODEL_PORT: String(modelPort),
       SOPHIE_LOCAL_CRON: "0",
+      // Not wrangler's default 9229: two wrangler devs starting at the same moment would both take it.
+      SOPHIE_INSPECTOR_PORT: String(inspectorPort),
       FORCE_COLOR: "0",
       NO_COLOR: "1",
     },
