@@ -8,6 +8,12 @@
  * on its own Durable Object, like 8 conversations), sequential p50/p95/p99,
  * and workerd's CPU per request. bench/run.mjs turns the other figures into
  * ratios to these.
+ *
+ * Then the unit costs (`POST /cost/{op}`, sequential): workerd CPU and client
+ * median of a request that does only one R2 put, one DO SQLite insert, one
+ * DO RPC, one alarm write, one console line, or nothing, and each one's
+ * margin over the empty request — the prices a turn's operations are counted
+ * in (docs/benchmarks.md, "Where the time goes").
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -44,12 +50,28 @@ export async function run(quick: boolean) {
     for (let i = 0; i < (quick ? 18 : 90); i++) await write(`c${i % 9}`); // warm-up: isolates, the 9 objects, SQLite, R2
     const seq = await sequential(seqN, group, () => write("c8"));
     const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => write(`c${c}`) });
+    // Unit costs: each operation alone, sequentially, on one object (warm), less the empty request.
+    const costs: Record<string, { p50_ms: number; workerd_cpu_ms: number | null; margin_cpu_ms?: number | null }> = {};
+    for (const op of ["none", "rpc", "sql", "alarm", "r2", "log"]) {
+      const once = async () => {
+        const res = await fetch(`${base}/cost/${op}?c=cost`, { method: "POST", headers: { "content-type": "application/json" }, body });
+        const text = await res.text();
+        if (res.status !== 200) throw new Error(`${TAG}: POST /cost/${op} answered ${res.status}: ${text}`);
+      };
+      for (let i = 0; i < 10; i++) await once();
+      const r = await sequential(quick ? 40 : 300, group, once);
+      costs[op] = { p50_ms: latencySummary(r.latency).p50_ms, workerd_cpu_ms: r.workerd_cpu_ms_per_op };
+    }
+    const none = costs.none?.workerd_cpu_ms ?? null;
+    for (const c of Object.values(costs))
+      c.margin_cpu_ms = none === null || c.workerd_cpu_ms === null ? null : Math.round((c.workerd_cpu_ms - none) * 100) / 100;
     ok = true;
     return {
       what: "1 DO SQLite insert + 1 R2 put + JSON answer per request (bench/baseline/)",
       requests_per_s_8_concurrent: conc.per_s,
       concurrent: { ...latencySummary(conc.latency), seconds: conc.seconds, workerd_cpu_ms_per_request: conc.workerd_cpu_ms_per_op },
       sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_request: seq.workerd_cpu_ms_per_op },
+      unit_costs: costs,
     };
   } finally {
     await stopChild(dev?.child);

@@ -5,6 +5,13 @@
  * so its throughput and latency under `wrangler dev` are the floor the
  * gateway's figures are divided by (docs/benchmarks.md). `GET /healthz`
  * answers without touching storage (readiness only).
+ *
+ * `POST /cost/{op}` prices one kind of operation on its own under the same
+ * `wrangler dev` (the unit costs docs/benchmarks.md sets beside a turn's
+ * inventory of operations): `rpc` (a Durable Object RPC that does no I/O),
+ * `sql` (an RPC with one SQLite insert), `r2` (one R2 put from the Worker),
+ * `log` (one JSON console line, about the size of the gateway's), `alarm`
+ * (an RPC that sets the object's alarm), and `none` (answer only).
  */
 import { DurableObject } from "cloudflare:workers";
 
@@ -26,12 +33,42 @@ export class BaselineDO extends DurableObject<BaselineEnv> {
       .one();
     return row.seq;
   }
+
+  /** An RPC round trip that touches nothing. */
+  ping(): number {
+    return 1;
+  }
+
+  /** One alarm write (the alarm itself is due in an hour and is replaced by the next call). */
+  async arm(): Promise<number> {
+    await this.ctx.storage.setAlarm(Date.now() + 3_600_000);
+    return 1;
+  }
+
+  override async alarm(): Promise<void> {}
 }
+
+/** The unit operations `POST /cost/{op}` performs, one per request. */
+const COSTS: Record<string, (env: BaselineEnv, conversation: string, body: string) => Promise<unknown>> = {
+  none: async () => 0,
+  rpc: (env, c) => env.COUNTER.getByName(c).ping(),
+  sql: (env, c, body) => env.COUNTER.getByName(c).record(body),
+  alarm: (env, c) => env.COUNTER.getByName(c).arm(),
+  r2: (env, c, body) => env.BUCKET.put(`cost/${c}/${crypto.randomUUID()}.json`, body),
+  log: async (_env, c, body) => {
+    console.log(JSON.stringify({ level: "info", event: "bench.cost", conversation: c, ts: new Date().toISOString(), body }));
+  },
+};
 
 export default {
   async fetch(request: Request, env: BaselineEnv): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/healthz") return Response.json({ ok: true });
+    const cost = url.pathname.startsWith("/cost/") ? COSTS[url.pathname.slice("/cost/".length)] : undefined;
+    if (cost && request.method === "POST") {
+      await cost(env, url.searchParams.get("c") ?? "default", await request.text());
+      return Response.json({ ok: true });
+    }
     if (url.pathname !== "/write" || request.method !== "POST") return Response.json({ error: "not_found" }, { status: 404 });
     const conversation = url.searchParams.get("c") ?? "default";
     const body = await request.text();
