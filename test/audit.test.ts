@@ -6,6 +6,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { BUNDLE_OBJECT, BUNDLE_PARTS, type BundlePart, parseBundle } from "../src/audit/bundles";
 import { AuditEvent, auditFromRunEvent } from "../src/audit/event";
 import { auditHead, enqueueAudit, flushAudit, outboxSize } from "../src/audit/outbox";
 import { auditPrefix, GENESIS, segmentBody, segmentKey, segmentSha256, verifySegments } from "../src/audit/segments";
@@ -263,23 +264,40 @@ describe("tamper evidence (hash chain per stream and day)", () => {
 });
 
 describe("run bundles (DESIGN §4, S3 §5 artifact_path)", () => {
-  it("a finished run's bundle is at artifact_path: run, manifests, events, trace, tool envelopes", async () => {
+  it("a finished run's bundle is one object at artifact_path/bundle.jsonl: run, manifests, events, trace, tool envelopes, in that order", async () => {
     const host = uniqueHost("script");
     const agentId = `bun-${crypto.randomUUID().slice(0, 8)}`;
     await scriptProvider(host, [{ tool_calls: [{ id: "e1", name: "test__echo", arguments: '{"text":"x"}' }] }, { content: "bundled" }]);
     const app = appFor(runConfig(host, { agentId }));
     const id = await startRun(app, "bundle me", agentId);
     const run = await waitForRun(app, id);
-    await until(async () => (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.length === 5);
+    await until(async () => (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.length === 1);
     const keys = (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.map((o) => o.key.slice(run.artifact_path.length + 1));
-    expect(keys.sort()).toEqual(["events.jsonl", "manifests.json", "run.json", "tools.jsonl", "trace.jsonl"]);
-    const read = async (name: string) => (await env.AUDIT.get(`${run.artifact_path}/${name}`))?.text() ?? "";
-    const stored = JSON.parse(await read("run.json"));
-    expect(stored).toMatchObject({ id, status: "completed", output: "bundled", tool_calls: 1 });
-    const events = (await read("events.jsonl")).trim().split("\n");
-    expect(events.map((l) => JSON.parse(l).event_type).at(-1)).toBe("run.completed");
-    const tools = JSON.parse((await read("tools.jsonl")).trim());
-    expect(tools.response).toMatchObject({ tool: "test.echo", ok: true, output: { echoed: { text: "x" } } });
+    expect(keys).toEqual([BUNDLE_OBJECT]);
+    expect(BUNDLE_OBJECT).toBe("bundle.jsonl");
+    const object = await env.AUDIT.get(`${run.artifact_path}/bundle.jsonl`);
+    expect(object?.httpMetadata?.contentType).toBe("application/x-ndjson");
+    const text = (await object?.text()) ?? "";
+    const parts = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l).part as BundlePart);
+    // Parts in their fixed order, each line {part, data}.
+    expect(parts).toEqual([...parts].sort((x, y) => BUNDLE_PARTS.indexOf(x) - BUNDLE_PARTS.indexOf(y)));
+    expect(parts[0]).toBe("run");
+    const bundle = parseBundle(text);
+    expect(bundle.run).toHaveLength(1);
+    expect(bundle.run[0]).toMatchObject({ id, status: "completed", output: "bundled", tool_calls: 1 });
+    expect(bundle.manifest).toHaveLength(2); // two model calls
+    expect(bundle.event.map((e) => (e as { event_type: string }).event_type).at(-1)).toBe("run.completed");
+    expect(bundle.event.map((e) => (e as { seq: number }).seq)).toEqual(bundle.event.map((_, i) => i + 1));
+    expect(bundle.trace.length).toBeGreaterThan(0);
+    expect(bundle.tool).toHaveLength(1);
+    expect((bundle.tool[0] as { response: unknown }).response).toMatchObject({
+      tool: "test.echo",
+      ok: true,
+      output: { echoed: { text: "x" } },
+    });
   });
 });
 
@@ -296,7 +314,8 @@ describe('logs on R2 (S1 §4, DESIGN "Logging")', () => {
         lines.push(...((await (await env.AUDIT.get(o.key))?.text()) ?? "").split("\n"));
       return lines.filter((l) => l.includes(id));
     };
-    await until(async () => (await linesUnder("logs/moonshot/")).length > 0);
+    // The SessionDO flushes at most every OBJECT_FLUSH_INTERVAL_MS (2 s): the lines arrive within that.
+    await until(async () => (await linesUnder("logs/moonshot/")).length > 0 && (await linesUnder("logs/gateway/")).length === 3);
     const gateway = await linesUnder("logs/gateway/");
     expect(gateway.map((l) => JSON.parse(l).event).sort()).toEqual(["model.call", "prompt.assembled", "run.finished"]);
     const call = JSON.parse((await linesUnder("logs/moonshot/"))[0] as string);

@@ -18,8 +18,10 @@ import {
   segmentKey,
 } from "../src/observability/log-segments";
 import { createLogger } from "../src/observability/logger";
+import { isolateLogSinks, OBJECT_FLUSH_INTERVAL_MS } from "../src/observability/r2-logs";
 import { assemblePromptStack, logPromptAssembly } from "../src/prompts/assemble";
 import { sha256Hex } from "../src/prompts/hash";
+import { until } from "./support/runs";
 
 const uniquePrefix = (): LogPrefix => `logs/test-${crypto.randomUUID().slice(0, 8)}`;
 
@@ -411,6 +413,49 @@ describe("R2 failures", () => {
     logRequests(s.sink, 0, 1);
     await expect(s.flush()).resolves.toBeUndefined();
     expect(s.stats()).toMatchObject({ writtenSegments: 1, rotationFailures: 1 });
+  });
+});
+
+describe("the SessionDO's flush cadence (issue 12)", () => {
+  it("flushSoon writes at once when the last flush is OBJECT_FLUSH_INTERVAL_MS old, else once, on a timer, when it is", async () => {
+    const puts: { at: number; key: string; body: string }[] = [];
+    const bucket = {
+      put: async (key: string, value: string, options: R2PutOptions) => {
+        puts.push({ at: Date.now(), key, body: value });
+        return env.AUDIT.put(key, value, options);
+      },
+      get: (key: string) => env.AUDIT.get(key),
+      list: (options: R2ListOptions) => env.AUDIT.list(options),
+      delete: (keys: string[]) => env.AUDIT.delete(keys),
+    } as unknown as R2Bucket;
+    const r2 = isolateLogSinks(bucket);
+    const tag = crypto.randomUUID();
+    const line = (n: number) => r2.sinks.sink(JSON.stringify({ level: "info", event: "run.finished", run_id: `${tag}-${n}` }), "info");
+    const settle = () => new Promise((r) => setTimeout(r, 200));
+
+    line(1);
+    r2.flushSoon();
+    await settle();
+    expect(puts.map((p) => p.body.includes(`${tag}-1`))).toEqual([true]); // never flushed in this isolate: at once
+    const first = puts[0]?.at as number;
+
+    line(2);
+    r2.flushSoon();
+    line(3);
+    r2.flushSoon(); // one timer for both
+    await settle();
+    expect(puts).toHaveLength(1);
+    await until(async () => puts.length >= 2, 5_000);
+    await settle();
+    expect(puts).toHaveLength(2);
+    expect((puts[1]?.at as number) - first).toBeGreaterThanOrEqual(OBJECT_FLUSH_INTERVAL_MS - 50);
+    expect(puts[1]?.key).toMatch(/^logs\/gateway\/\d{4}-\d{2}-\d{2}\/\d{13}-[0-9a-f]{8}\.jsonl$/);
+    expect(
+      puts[1]?.body
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).run_id),
+    ).toEqual([`${tag}-2`, `${tag}-3`]);
   });
 });
 

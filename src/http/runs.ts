@@ -261,25 +261,26 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const key = parseSessionKey(`agent:${body.agent_id}:http:${callerId}:run:${nonce}`);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
-    const queued = await session.enqueueMessage(
-      { sessionKey: formatSessionKey(key.key), agentId: body.agent_id, sessionType: body.session_type ?? "ordinary" },
-      {
-        message: body.message,
-        source: "http",
-        limits: agent.session,
-        spec: buildRunSpec(config, body.agent_id, "http", c.get("configSource")),
-        callerId,
-        ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
-      },
-    );
+    const identity = { sessionKey: formatSessionKey(key.key), agentId: body.agent_id, sessionType: body.session_type ?? "ordinary" };
+    const input = {
+      message: body.message,
+      source: "http",
+      limits: agent.session,
+      spec: buildRunSpec(config, body.agent_id, "http", c.get("configSource")),
+      callerId,
+      ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
+    };
     const wait = preferWait(c.req.header("Prefer"));
-    if (wait !== null) {
-      // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).
-      const done = await session.awaitRun(queued.runId, wait * 1000);
-      if (done?.finished) {
-        c.header("Preference-Applied", `wait=${wait}`);
-        return c.json(done.view as z.infer<typeof RunSchema>, 200);
-      }
+    if (wait === null) {
+      const queued = await session.enqueueMessage(identity, input);
+      return c.json({ id: queued.runId, status: "queued" as const }, 202);
+    }
+    // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).
+    // Queued and awaited in one call to the session object (one round trip per turn, not two).
+    const { queued, done } = await session.enqueueAndAwait(identity, input, wait * 1000);
+    if (done?.finished) {
+      c.header("Preference-Applied", `wait=${wait}`);
+      return c.json(done.view as z.infer<typeof RunSchema>, 200);
     }
     return c.json({ id: queued.runId, status: "queued" as const }, 202);
   });

@@ -281,10 +281,9 @@ export class SessionDO extends DurableObject<Env> {
       this.#draining = false;
     }
     await this.#scheduleNext();
-    // Not awaited, and after this object's own storage I/O: the log sinks are the isolate's, shared by every object
-    // in it, so the flush may chain onto another object's — awaiting it resumes in that object's I/O context, where
-    // our storage is off limits ("Cannot perform I/O on behalf of a different Durable Object"; test/load.test.ts).
-    void isolateLogSinks(this.env.AUDIT).sinks.flush();
+    // After this object's own storage I/O, and not awaited (the sinks are the isolate's: see flushSoon). At most one
+    // flush per OBJECT_FLUSH_INTERVAL_MS per isolate, so under load one segment carries many runs' lines.
+    isolateLogSinks(this.env.AUDIT).flushSoon();
   }
 
   /**
@@ -722,6 +721,22 @@ export class SessionDO extends DurableObject<Env> {
     await this.#enforceLimits(state, input.limits);
     await this.#refreshIndex(state.sessionKey, state.sessionId);
     return { runId, sessionId: state.sessionId, seq: (row as TranscriptRow).seq };
+  }
+
+  /**
+   * `enqueueMessage`, then `awaitRun` on the run it queued, in one call: `POST /v1/runs` with `Prefer: wait`
+   * saves a second round trip to this object per turn (issue 12). `waitMs` is capped as in `awaitRun`.
+   */
+  async enqueueAndAwait(
+    identity: SessionIdentity,
+    input: Parameters<SessionDO["enqueueMessage"]>[1],
+    waitMs: number,
+  ): Promise<{
+    queued: Awaited<ReturnType<SessionDO["enqueueMessage"]>>;
+    done: Awaited<ReturnType<SessionDO["awaitRun"]>>;
+  }> {
+    const queued = await this.enqueueMessage(identity, input);
+    return { queued, done: await this.awaitRun(queued.runId, waitMs) };
   }
 
   /** The run queued earlier under `dispatchKey`, if any. */
