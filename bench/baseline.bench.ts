@@ -15,18 +15,30 @@
  * margin over the empty request — the prices a turn's operations are counted
  * in (docs/benchmarks.md, "Where the time goes").
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { closedLoop, latencySummary, projectRoot, sequential, startWranglerDev, stopChild, type WranglerDev } from "./support/devserver";
 
 const TAG = "baseline bench";
+
+/** bench/baseline copied into `tmp` (wrangler writes .wrangler/ beside its wrangler.toml; the copy goes with tmp). */
+function baselineCopy(root: string, tmp: string): string {
+  const dest = join(tmp, "baseline");
+  cpSync(join(root, "bench", "baseline"), dest, { recursive: true, filter: (src) => !src.includes(".wrangler") });
+  return dest;
+}
 export const CONCURRENCY = 8;
 
-export async function run(quick: boolean) {
+/**
+ * `settle`: set-ups other benches started beside this one (bench/run.mjs, --quick), awaited once this
+ * bench's own server is up and before anything is measured, so that the reference figures are taken with
+ * nothing but idle servers beside them.
+ */
+export async function run(quick: boolean, _prepared?: unknown, settle?: () => Promise<unknown>) {
   const root = projectRoot(TAG);
-  const seqN = quick ? 50 : 500;
-  const seconds = quick ? 3 : 15;
+  const seqN = quick ? 30 : 500;
+  const seconds = quick ? 2 : 15;
   const tmp = mkdtempSync(join(tmpdir(), "sophie-baseline-bench-"));
   let dev: WranglerDev | undefined;
   let ok = false;
@@ -34,7 +46,7 @@ export async function run(quick: boolean) {
     dev = await startWranglerDev({
       tag: TAG,
       root,
-      cwd: join(root, "bench", "baseline"),
+      cwd: baselineCopy(root, tmp),
       args: ["--persist-to", join(tmp, "state")],
       env: process.env,
       logFile: join(tmp, "wrangler.log"),
@@ -47,6 +59,7 @@ export async function run(quick: boolean) {
       if (res.status !== 200) throw new Error(`${TAG}: POST /write answered ${res.status}: ${text}`);
     };
     const group = dev.child.pid as number;
+    await settle?.();
     for (let i = 0; i < (quick ? 18 : 90); i++) await write(`c${i % 9}`); // warm-up: isolates, the 9 objects, SQLite, R2
     const seq = await sequential(seqN, group, () => write("c8"));
     const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => write(`c${c}`) });
@@ -58,8 +71,8 @@ export async function run(quick: boolean) {
         const text = await res.text();
         if (res.status !== 200) throw new Error(`${TAG}: POST /cost/${op} answered ${res.status}: ${text}`);
       };
-      for (let i = 0; i < 10; i++) await once();
-      const r = await sequential(quick ? 40 : 300, group, once);
+      for (let i = 0; i < (quick ? 5 : 10); i++) await once();
+      const r = await sequential(quick ? 20 : 300, group, once);
       costs[op] = { p50_ms: latencySummary(r.latency).p50_ms, workerd_cpu_ms: r.workerd_cpu_ms_per_op };
     }
     const none = costs.none?.workerd_cpu_ms ?? null;
@@ -74,7 +87,7 @@ export async function run(quick: boolean) {
       unit_costs: costs,
     };
   } finally {
-    await stopChild(dev?.child);
+    await stopChild(dev?.child, false); // it runs from a copy in tmp, which goes next
     if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
     else console.error(`${TAG}: wrangler's output kept in ${tmp}`);
   }

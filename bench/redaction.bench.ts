@@ -107,7 +107,7 @@ function timeMs(fn: () => unknown, quick: boolean): number {
   const t0 = performance.now();
   fn();
   const first = performance.now() - t0;
-  const runs = first < 20 ? (quick ? 5 : 15) : first < 200 ? 3 : 1;
+  const runs = first < 20 ? (quick ? 3 : 15) : first < 200 ? 3 : 1;
   if (runs === 1) return round(first);
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {

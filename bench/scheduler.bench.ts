@@ -60,6 +60,7 @@ import {
   snapshotProject,
   startWranglerDev,
   stopChild,
+  type WranglerDev,
   workerdCpuMs,
 } from "./support/devserver";
 
@@ -150,12 +151,23 @@ function tickLines(logFile: string): TickLine[] {
     .map((line) => JSON.parse(line.slice(line.indexOf("{"))) as TickLine);
 }
 
-export async function run(quick: boolean) {
-  const root = projectRoot(TAG);
-  const due = quick ? 20 : 1000;
-  const rounds = 1;
-  const warmupDue = 100; // the full run's unrecorded first round
+/** What {@link prepare} sets up: a gateway under `wrangler dev --test-scheduled` with its model and state. */
+export interface Prepared {
+  tmp: string;
+  logFile: string;
+  adminToken: string;
+  model: { server: Server; completions: () => number };
+  started: WranglerDev;
+  interrupted: () => void;
+}
 
+/**
+ * The set-up, apart from the measurement: a copy of the project, the offline model, the D1 schema and
+ * `wrangler dev`. bench/run.mjs (--quick) starts it while benches that time nothing run (the bundle size),
+ * so that the scheduler's start-up does not add to the wall time.
+ */
+export async function prepare(_quick: boolean): Promise<Prepared> {
+  const root = projectRoot(TAG);
   const tmp = mkdtempSync(join(tmpdir(), "sophie-scheduler-bench-"));
   const persist = join(tmp, "state");
   const devVars = join(tmp, "dev.vars");
@@ -166,13 +178,12 @@ export async function run(quick: boolean) {
   const env = { ...baseEnv, SOPHIE_CONFIG: DEV_CONFIG, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
 
   let model: { server: Server; completions: () => number } | undefined;
-  let dev: ChildProcess | undefined;
-  let ok = false;
+  let child: ChildProcess | undefined;
   // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group here.
   const interrupted = () => {
-    if (dev?.pid) {
+    if (child?.pid) {
       try {
-        process.kill(-dev.pid, "SIGKILL");
+        process.kill(-child.pid, "SIGKILL");
       } catch {
         /* already gone */
       }
@@ -185,10 +196,7 @@ export async function run(quick: boolean) {
   try {
     const work = snapshotProject(root, join(tmp, "tree"));
     model = await startModel(work);
-    const completions = model.completions;
-
-    applyD1Migrations(work, env, persist, TAG);
-
+    await applyD1Migrations(work, env, persist, TAG);
     const started = await startWranglerDev({
       tag: TAG,
       root,
@@ -197,7 +205,28 @@ export async function run(quick: boolean) {
       env,
       logFile,
     });
-    dev = started.child;
+    child = started.child;
+    return { tmp, logFile, adminToken, model, started, interrupted };
+  } catch (err) {
+    model?.server.closeAllConnections();
+    if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
+    process.off("SIGINT", interrupted);
+    process.off("SIGTERM", interrupted);
+    console.error(`${TAG}: wrangler's output kept in ${logFile}`);
+    throw err;
+  }
+}
+
+export async function run(quick: boolean, prepared?: Promise<Prepared>) {
+  const due = quick ? 20 : 1000;
+  const rounds = 1;
+  const warmupDue = 100; // the full run's unrecorded first round
+
+  const { tmp, logFile, adminToken, model, started, interrupted } = await (prepared ?? prepare(quick));
+  const dev = started.child;
+  const completions = model.completions;
+  let ok = false;
+  try {
     const base = started.base;
 
     /** One admin API call; anything but `expect` fails the bench. */
@@ -418,9 +447,9 @@ export async function run(quick: boolean) {
     ok = true;
     return result;
   } finally {
-    await stopChild(dev);
-    model?.server.closeAllConnections();
-    if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
+    await stopChild(dev, false); // its directory goes next
+    model.server.closeAllConnections();
+    await new Promise<void>((resolve) => model.server.close(() => resolve()));
     process.off("SIGINT", interrupted);
     process.off("SIGTERM", interrupted);
     // wrangler's output is kept when it helps: after a failure, or with SOPHIE_BENCH_KEEP=1.

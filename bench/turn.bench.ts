@@ -89,13 +89,23 @@ async function startModel(root: string): Promise<{ server: Server; calls: number
   return { server, calls };
 }
 
-export async function run(quick: boolean) {
-  const root = projectRoot("turn bench");
-  const n = quick ? 12 : 100;
-  const warmup = quick ? 3 : 20;
-  const seconds = quick ? 3 : 15;
-  const sessionTurns = quick ? 0 : 60; // --quick skips the growth check
+/** What {@link prepare} sets up: the gateway under `wrangler dev`, its offline model, an API token. */
+export interface Prepared {
+  tmp: string;
+  logFile: string;
+  apiToken: string;
+  model: { server: Server; calls: number[] };
+  dev: WranglerDev;
+  interrupted: () => void;
+}
 
+/**
+ * The set-up, apart from the measurement: a copy of the project, the offline model, the D1 schema and
+ * `wrangler dev`. bench/run.mjs (--quick) starts it beside the baseline bench's own start-up; the baseline
+ * waits for it before measuring, so an idle gateway is all that runs beside the reference figures.
+ */
+export async function prepare(_quick: boolean): Promise<Prepared> {
+  const root = projectRoot("turn bench");
   const tmp = mkdtempSync(join(tmpdir(), "sophie-turn-bench-"));
   const persist = join(tmp, "state");
   const devVars = join(tmp, "dev.vars");
@@ -106,9 +116,7 @@ export async function run(quick: boolean) {
   const env = { ...baseEnv, SOPHIE_CONFIG: DEV_CONFIG, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
 
   let model: { server: Server; calls: number[] } | undefined;
-  let dev: WranglerDev | undefined;
   let child: ChildProcess | undefined;
-  let ok = false;
   // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group here.
   const interrupted = () => {
     if (child?.pid) {
@@ -126,10 +134,8 @@ export async function run(quick: boolean) {
   try {
     const work = snapshotProject(root, join(tmp, "tree"));
     model = await startModel(work);
-    const calls = model.calls;
-
-    applyD1Migrations(work, env, persist, "turn bench");
-    dev = await startWranglerDev({
+    await applyD1Migrations(work, env, persist, "turn bench");
+    const dev = await startWranglerDev({
       tag: "turn bench",
       root,
       cwd: work,
@@ -138,6 +144,28 @@ export async function run(quick: boolean) {
       logFile,
     });
     child = dev.child;
+    return { tmp, logFile, apiToken, model, dev, interrupted };
+  } catch (err) {
+    model?.server.closeAllConnections();
+    if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
+    process.off("SIGINT", interrupted);
+    process.off("SIGTERM", interrupted);
+    console.error(`turn bench: wrangler's output kept in ${logFile}`);
+    throw err;
+  }
+}
+
+export async function run(quick: boolean, prepared?: Promise<Prepared>) {
+  const n = quick ? 10 : 100;
+  const warmup = quick ? 3 : 20;
+  const seconds = quick ? 2 : 15;
+  const sessionTurns = quick ? 0 : 60; // --quick skips the growth check
+
+  const { tmp, logFile, apiToken, model, dev, interrupted } = await (prepared ?? prepare(quick));
+  const child = dev.child;
+  const calls = model.calls;
+  let ok = false;
+  try {
     const base = dev.base;
     const group = child.pid as number;
     const auth = { authorization: `Bearer ${apiToken}`, "content-type": "application/json" };
@@ -250,9 +278,9 @@ export async function run(quick: boolean) {
     ok = true;
     return result;
   } finally {
-    await stopChild(child);
-    model?.server.closeAllConnections();
-    if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
+    await stopChild(child, false); // its directory goes next
+    model.server.closeAllConnections();
+    await new Promise<void>((resolve) => model.server.close(() => resolve()));
     process.off("SIGINT", interrupted);
     process.off("SIGTERM", interrupted);
     // wrangler's output is kept when it helps: after a failure, or with SOPHIE_BENCH_KEEP=1.

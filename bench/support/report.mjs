@@ -84,6 +84,15 @@ export function summarise(results, peer) {
     add("baseline: req/s, 8 concurrent (1 DO SQLite write + 1 R2 put)", bRps, "req/s", { ratio: "1 (reference)" });
     add("baseline: sequential p50 / p99", `${b.sequential.p50_ms} / ${b.sequential.p99_ms}`, "ms");
     add("baseline: workerd CPU per request", b.concurrent.workerd_cpu_ms_per_request, "ms");
+    const u = b.unit_costs;
+    if (u?.none) {
+      const m = (op) => u[op]?.margin_cpu_ms ?? "?";
+      add(
+        "unit costs, workerd CPU: empty request; margins of an RPC, an RPC with a SQLite insert, an RPC with an alarm write, an R2 put, a console line",
+        `${u.none.workerd_cpu_ms}; +${m("rpc")}, +${m("sql")}, +${m("alarm")}, +${m("r2")}, +${m("log")}`,
+        "ms",
+      );
+    }
   }
   const t = results.turn;
   if (t && !t.error) {
