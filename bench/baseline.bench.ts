@@ -11,7 +11,7 @@
  *
  * Then the unit costs (`POST /cost/{op}`, sequential): workerd CPU and client
  * median of a request that does only one R2 put, one DO SQLite insert, one
- * DO RPC, one alarm write, one console line, or nothing, and each one's
+ * DO RPC, one alarm write, one D1 upsert, one console line, or nothing, and each one's
  * margin over the empty request — the prices a turn's operations are counted
  * in (docs/benchmarks.md, "Where the time goes").
  */
@@ -65,7 +65,7 @@ export async function run(quick: boolean, _prepared?: unknown, settle?: () => Pr
     const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => write(`c${c}`) });
     // Unit costs: each operation alone, sequentially, on one object (warm), less the empty request.
     const costs: Record<string, { p50_ms: number; workerd_cpu_ms: number | null; margin_cpu_ms?: number | null }> = {};
-    for (const op of ["none", "rpc", "sql", "alarm", "r2", "log"]) {
+    for (const op of ["none", "rpc", "sql", "alarm", "r2", "d1", "log"]) {
       const once = async () => {
         const res = await fetch(`${base}/cost/${op}?c=cost`, { method: "POST", headers: { "content-type": "application/json" }, body });
         const text = await res.text();

@@ -6,6 +6,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { disclosureRefusalMessage } from "../src/prompts/disclosure";
+import { RUNNING_INDEX_DELAY_MS } from "../src/runs/engine";
 import { validateRunLog } from "../src/runs/events";
 import { TOOL_CALLS_BEGIN, TOOL_CALLS_END } from "../src/runs/tool-markers";
 import { ToolRequest, ToolResponse } from "../src/tools/envelope";
@@ -478,6 +479,48 @@ describe("runs: disclosure guards (S1 §2.5, S2 §5)", () => {
     expect(run.status).toBe("completed");
     expect(run.output).toBe(disclosureRefusalMessage());
     expect((await runDetail(app, run.id)).events.at(-1).payload.refused).toBe("REFUSE_SYSTEM_PROMPT");
+  });
+});
+
+describe("runs: the D1 run index", () => {
+  const listed = async (app: ReturnType<typeof appFor>, agentId: string, id: string) => {
+    const res = await call(app, "GET", `/api/admin/runs?agent_id=${agentId}`, undefined, ADMIN_TOKEN);
+    expect(res.status).toBe(200);
+    return (res.body.runs as { run_id: string; status: string }[]).find((r) => r.run_id === id)?.status ?? null;
+  };
+
+  it("a run still going RUNNING_INDEX_DELAY_MS after it started is listed as running; it is listed as it ends", async () => {
+    expect(RUNNING_INDEX_DELAY_MS).toBe(1_000);
+    const host = uniqueHost("script");
+    const agentId = `idx-${crypto.randomUUID().slice(0, 8)}`;
+    await scriptProvider(host, [{ content: "slow", delay_ms: 3_000 }]);
+    const app = appFor(runConfig(host, { agentId }));
+    const id = await startRun(app, "slow one", agentId);
+    await until(async () => types(await runDetail(app, id)).includes("model.requested"));
+    const seen: (string | null)[] = [];
+    await until(async () => {
+      seen.push(await listed(app, agentId, id));
+      return seen.at(-1) === "running";
+    });
+    const run = await waitForRun(app, id);
+    expect(run.status).toBe("completed");
+    await until(async () => (await listed(app, agentId, id)) === "completed");
+    // Never listed as anything but running before it ended.
+    expect(seen.filter((s) => s !== null && s !== "running")).toEqual([]);
+  });
+
+  it("a run that ends sooner is indexed once, when it ends: listed completed, never running", async () => {
+    const host = uniqueHost("script");
+    const agentId = `idx-${crypto.randomUUID().slice(0, 8)}`;
+    await scriptProvider(host, [{ content: "quick" }]);
+    const app = appFor(runConfig(host, { agentId }));
+    const id = await startRun(app, "quick one", agentId);
+    const run = await waitForRun(app, id);
+    expect(run.status).toBe("completed");
+    await until(async () => (await listed(app, agentId, id)) === "completed");
+    // Past the delay, the cancelled announcement has not overwritten it.
+    await new Promise((r) => setTimeout(r, RUNNING_INDEX_DELAY_MS + 300));
+    expect(await listed(app, agentId, id)).toBe("completed");
   });
 });
 

@@ -88,8 +88,8 @@ export function summarise(results, peer) {
     if (u?.none) {
       const m = (op) => u[op]?.margin_cpu_ms ?? "?";
       add(
-        "unit costs, workerd CPU: empty request; margins of an RPC, an RPC with a SQLite insert, an RPC with an alarm write, an R2 put, a console line",
-        `${u.none.workerd_cpu_ms}; +${m("rpc")}, +${m("sql")}, +${m("alarm")}, +${m("r2")}, +${m("log")}`,
+        "unit costs, workerd CPU: empty request; margins of an RPC, an RPC with a SQLite insert, an RPC with an alarm write, an R2 put, a D1 upsert, a console line",
+        `${u.none.workerd_cpu_ms}; +${m("rpc")}, +${m("sql")}, +${m("alarm")}, +${m("r2")}, +${m("d1")}, +${m("log")}`,
         "ms",
       );
     }

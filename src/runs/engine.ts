@@ -89,6 +89,8 @@ import { parseToolCallMarkers, TOOL_CALLS_BEGIN, TOOL_CALLS_END, toolResultMessa
 
 /** A run interrupted this many times fails instead of starting again. */
 export const MAX_EXECUTIONS = 3;
+/** How long a run runs before the D1 index is told it is running (a shorter run is indexed once, when it ends). */
+export const RUNNING_INDEX_DELAY_MS = 1_000;
 
 /** What the engine needs from its SessionDO. */
 /** How long a run tool call's outcome stays in the idempotency store when the run spec does not say. */
@@ -212,7 +214,9 @@ export class RunEngine {
       else sql.run`UPDATE runs SET executions = executions + 1 WHERE id = ${run.id}`;
     });
     run = getRun(sql, run.id) as RunRow;
-    if (run.executions === 1) void this.#index(run.id);
+    // The D1 index hears that a run is running only if it still is RUNNING_INDEX_DELAY_MS later; most runs end
+    // sooner, and their one index write is the final one below (issue 12: one D1 write per turn fewer).
+    const announce = setTimeout(() => void this.#index(run.id), RUNNING_INDEX_DELAY_MS);
 
     const controller = new AbortController();
     this.#controllers.set(run.id, controller);
@@ -223,6 +227,7 @@ export class RunEngine {
       this.#host.logger.log("error", "run.internal_error", { run_id: run.id, error_name: err instanceof Error ? err.name : "unknown" });
       finish = { status: "failed", code: "internal.error", message: "the run failed unexpectedly; nothing more was done" };
     } finally {
+      clearTimeout(announce);
       this.#controllers.delete(run.id);
     }
     const current = getRun(sql, run.id) as RunRow;

@@ -11,13 +11,15 @@
  * inventory of operations): `rpc` (a Durable Object RPC that does no I/O),
  * `sql` (an RPC with one SQLite insert), `r2` (one R2 put from the Worker),
  * `log` (one JSON console line, about the size of the gateway's), `alarm`
- * (an RPC that sets the object's alarm), and `none` (answer only).
+ * (an RPC that sets the object's alarm), `d1` (one D1 upsert, as the gateway's
+ * index writes are), and `none` (answer only).
  */
 import { DurableObject } from "cloudflare:workers";
 
 interface BaselineEnv {
   COUNTER: DurableObjectNamespace<BaselineDO>;
   BUCKET: R2Bucket;
+  DB: D1Database;
 }
 
 export class BaselineDO extends DurableObject<BaselineEnv> {
@@ -48,6 +50,9 @@ export class BaselineDO extends DurableObject<BaselineEnv> {
   override async alarm(): Promise<void> {}
 }
 
+/** The D1 table, created once per isolate (by the first `d1` request). */
+let d1Ready: Promise<unknown> | undefined;
+
 /** The unit operations `POST /cost/{op}` performs, one per request. */
 const COSTS: Record<string, (env: BaselineEnv, conversation: string, body: string) => Promise<unknown>> = {
   none: async () => 0,
@@ -55,6 +60,13 @@ const COSTS: Record<string, (env: BaselineEnv, conversation: string, body: strin
   sql: (env, c, body) => env.COUNTER.getByName(c).record(body),
   alarm: (env, c) => env.COUNTER.getByName(c).arm(),
   r2: (env, c, body) => env.BUCKET.put(`cost/${c}/${crypto.randomUUID()}.json`, body),
+  d1: async (env, c, body) => {
+    d1Ready ??= env.DB.prepare("CREATE TABLE IF NOT EXISTS hits (id TEXT PRIMARY KEY, body TEXT NOT NULL, n INTEGER NOT NULL)").run();
+    await d1Ready;
+    await env.DB.prepare("INSERT INTO hits (id, body, n) VALUES (?1, ?2, 1) ON CONFLICT (id) DO UPDATE SET n = n + 1, body = excluded.body")
+      .bind(c, body)
+      .run();
+  },
   log: async (_env, c, body) => {
     console.log(JSON.stringify({ level: "info", event: "bench.cost", conversation: c, ts: new Date().toISOString(), body }));
   },
