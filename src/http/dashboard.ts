@@ -1,7 +1,8 @@
 /**
  * The pages the Worker serves itself (DESIGN §3 `GET /admin`, `GET /docs`): the operator dashboard and the API
- * reference, each an HTML shell plus one script and one stylesheet bundled at build time (scripts/build.mjs →
- * src/generated/dashboard-assets.ts). Pages, not API: plain Hono routes, absent from /openapi.json.
+ * reference, each an HTML shell plus one script and one stylesheet bundled at build time (scripts/build.mjs):
+ * their bytes are Workers Static Assets (src/generated/assets/, the ASSETS binding), their names and digests are
+ * in src/generated/dashboard-assets.ts. Pages, not API: plain Hono routes, absent from /openapi.json.
  *
  * The shells carry no data and need no token — every data call the scripts make carries the admin token as a
  * bearer header (see docs/dashboard.md). Each HTML answer has a strict CSP (only same-origin script, style and
@@ -49,14 +50,30 @@ function renderPage(base: keyof typeof PAGES): string {
   return body;
 }
 
-/** Answers an asset by its hashed name, with a strong ETag (its sha256) and a 304 when the browser has it. */
-function serveAsset(asset: DashboardAsset | undefined, file: string, ifNoneMatch: string | undefined): Response {
+/**
+ * Answers an asset by its hashed name, with a strong ETag (its sha256) and a 304 when the browser has it. The
+ * bytes come from the static-assets binding (wrangler.toml `run_worker_first` sends these paths here first,
+ * so that the headers and the S3-shaped 404 stay the Worker's).
+ */
+async function serveAsset(
+  assets: Fetcher,
+  url: string,
+  asset: DashboardAsset | undefined,
+  file: string,
+  ifNoneMatch: string | undefined,
+): Promise<Response> {
   if (!asset || asset.file !== file) throw new GatewayError("resource.not_found", `no asset ${file.slice(0, 200)}`);
   const etag = `"${asset.sha256}"`;
   const headers = { ETag: etag, "Cache-Control": ASSET_CACHE, "X-Content-Type-Options": "nosniff" };
   if (ifNoneMatch?.split(",").some((t) => t.trim() === etag || t.trim() === `W/${etag}`))
     return new Response(null, { status: 304, headers });
-  return new Response(asset.body, { status: 200, headers: { ...headers, "Content-Type": asset.contentType } });
+  const stored = await assets.fetch(new Request(url, { method: "GET" }));
+  if (stored.status !== 200) {
+    await stored.body?.cancel();
+    // Named by the build but not among the deployed assets: a deploy without its build output.
+    throw new GatewayError("resource.not_found", `no asset ${file.slice(0, 200)}`);
+  }
+  return new Response(stored.body, { status: 200, headers: { ...headers, "Content-Type": asset.contentType } });
 }
 
 /** `GET /admin`, `GET /docs` and their assets. */
@@ -69,7 +86,7 @@ export function dashboardRoutes(): Hono<AppEnv> {
     app.get(`${base}/assets/:file`, (c) => {
       const file = c.req.param("file");
       const asset = [script, style].find((a) => a.file === file);
-      return serveAsset(asset, file, c.req.header("If-None-Match"));
+      return serveAsset(c.env.ASSETS, c.req.url, asset, file, c.req.header("If-None-Match"));
     });
   }
   return app;
