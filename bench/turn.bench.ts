@@ -16,8 +16,11 @@
  * the rates by the baseline Worker's (bench/baseline.bench.ts, same run) and
  * sets them beside the peer's (Cloudflare's Agents SDK, /work/shared/peers).
  *
- * Also: whether the time per turn grows with the transcript (sequential chat
- * messages in ONE session, `POST /v1/chat/messages` + its event stream).
+ * Also: 8 concurrent conversations, each its own long-lived session, through
+ * `POST /v1/chat/completions` (with `user`) and through `POST /v1/chat/messages`
+ * + its event stream — turns/s side by side (issue 13's figure); and whether
+ * the time per turn grows with the transcript (sequential chat messages in ONE
+ * session).
  *
  * wrangler runs from a copy of the project (bench/support/devserver.ts
  * snapshotProject): its build step writes the development config into that
@@ -252,6 +255,52 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
         },
       };
     }
+
+    // 8 concurrent conversations, each in its own long-lived session (as the peer's conversations are), through
+    // the two conversational front doors: POST /v1/chat/completions with `user` (one request answers the turn),
+    // and POST /v1/chat/messages + its event stream (two requests). Plain turns ("hello": 1 model call).
+    async function openAiTurn(conversation: string): Promise<void> {
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ model: "agent:main", user: conversation, messages: [{ role: "user", content: "hello" }] }),
+      });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`turn bench: POST /v1/chat/completions answered ${res.status}: ${text}`);
+      const body = JSON.parse(text) as { object: string; choices: { message: { content: string }; finish_reason: string }[] };
+      if (body.object !== "chat.completion" || !body.choices[0]?.message.content.startsWith("Hello from the offline model"))
+        throw new Error(`turn bench: /v1/chat/completions did not answer the turn: ${text.slice(0, 300)}`);
+    }
+    async function chatMessagesTurn(conversation: string): Promise<void> {
+      const res = await fetch(`${base}/v1/chat/messages`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ user_id: conversation, room_id: "bench-conversations", agent_id: "main", message: "hello" }),
+      });
+      const text = await res.text();
+      if (res.status !== 202) throw new Error(`turn bench: POST /v1/chat/messages answered ${res.status}: ${text}`);
+      const { id } = JSON.parse(text) as { id: string };
+      const events = await fetch(`${base}/v1/runs/${id}/events`, { headers: { authorization: auth.authorization } });
+      const stream = await events.text();
+      if (!/^event: run\.completed$/m.test(stream)) throw new Error(`turn bench: run ${id} did not complete:\n${stream.slice(0, 300)}`);
+    }
+    const conversations: Record<string, unknown> = {};
+    for (const [name, endpoint, once] of [
+      ["openai_chat_completions", "POST /v1/chat/completions (user = conversation)", openAiTurn],
+      ["chat_messages", "POST /v1/chat/messages + GET /v1/runs/{id}/events", chatMessagesTurn],
+    ] as const) {
+      for (let c = 0; c < CONCURRENCY; c++) await once(`${name}-${c}`); // each conversation's object exists and is warm
+      const seq = quick ? null : await sequential(n, group, () => once(`${name}-0`));
+      const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => once(`${name}-${c}`) });
+      conversations[name] = {
+        endpoint,
+        turns_per_s_8_concurrent: conc.per_s,
+        concurrent: { ...latencySummary(conc.latency), seconds: conc.seconds, workerd_cpu_ms_per_turn: conc.workerd_cpu_ms_per_op },
+        ...(seq ? { sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_turn: seq.workerd_cpu_ms_per_op } } : {}),
+      };
+    }
+    result.conversations = conversations;
+    calls.length = 0;
 
     // One session, many turns: the time per turn must not grow with the transcript.
     const session: number[] = [];

@@ -7,13 +7,16 @@
  * signed hostile bodies. Generation is seeded (mulberry32, SEED below), so a run is reproducible.
  *
  * Every answer must be < 500 (a 503 only where the operation documents it), an S3 envelope with a known code when
- * ≥ 400, and free of stack traces and internals; afterwards the app still answers /healthz and no prototype was
+ * ≥ 400 (OpenAI's `{"error":{"message","type","code"}}` with a known code on the OpenAI-compatible paths), and free
+ * of stack traces and internals; afterwards the app still answers /healthz and no prototype was
  * polluted.
  */
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { signWebhook, webhookKey } from "../src/channels/standard-webhooks";
 import { ERROR_CODES } from "../src/http/errors";
+import { isOpenAiPath } from "../src/openai/wire";
+import { RUNNING_INDEX_DELAY_MS } from "../src/runs/engine";
 import type { SessionDO } from "../src/sessions/SessionDO";
 import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, type App, appFor, call, until } from "./support/runs";
@@ -472,6 +475,17 @@ interface Outcome {
 const STACK =
   /\n\s*at\s|\bat\s+\S+\s+\(|\w+\.(ts|js|mjs)\b|\/src\/|node_modules|file:\/\/|\b(TypeError|SyntaxError|RangeError|ReferenceError|URIError|EvalError|AggregateError)\b|\bundefined is not|Cannot read prop|Maximum call stack|Unexpected token|JSON at position|\bworkerd\b|\bD1_ERROR\b|SQLITE_|DurableObject/i;
 const ENVELOPE_KEYS = new Set(["code", "message", "retry_after_seconds", "issues"]);
+/** OpenAI's error object, on the OpenAI-compatible paths (docs/openai.md): exactly these, `code` the gateway's. */
+const OPENAI_KEYS = ["code", "message", "type"];
+const OPENAI_TYPES = new Set([
+  "invalid_request_error",
+  "authentication_error",
+  "permission_error",
+  "not_found_error",
+  "rate_limit_error",
+  "insufficient_quota",
+  "server_error",
+]);
 
 /** What is wrong with an answer, or undefined. */
 function judge(c: Case, status: number, text: string, contentType: string | null): string | undefined {
@@ -497,7 +511,10 @@ function judge(c: Case, status: number, text: string, contentType: string | null
   if (e === null || typeof e !== "object") return "error is not an object";
   if (typeof e.code !== "string" || !Object.hasOwn(ERROR_CODES, e.code)) return `unknown code ${String(e.code)}`;
   if (typeof e.message !== "string" || e.message.length === 0) return "message is not a string";
-  for (const k of Object.keys(e)) if (!ENVELOPE_KEYS.has(k)) return `unexpected envelope field ${k}`;
+  if (isOpenAiPath(c.op.path)) {
+    if (Object.keys(e).sort().join() !== OPENAI_KEYS.join()) return `OpenAI error with keys ${Object.keys(e).sort().join()}`;
+    if (!OPENAI_TYPES.has(e.type)) return `unknown OpenAI error type ${String(e.type)}`;
+  } else for (const k of Object.keys(e)) if (!ENVELOPE_KEYS.has(k)) return `unexpected envelope field ${k}`;
   if (e.issues !== undefined && !(c.op.path === "/api/admin/config" && status === 400)) return "issues outside POST /api/admin/config 400";
   if (
     e.issues !== undefined &&
@@ -617,10 +634,22 @@ describe("fuzz: hostile input on every POST/PUT/DELETE route of /openapi.json", 
     expect(typeof ({} as any).toString).toBe("function");
     expect(snapshot()).toEqual(before);
 
-    // Accepted hostile messages queued runs (on the mock provider): let them finish inside the test.
+    // Accepted hostile messages queued runs (on the mock provider): let them finish inside the test. The D1 run index
+    // hears of a run when it ends, or when it has run for RUNNING_INDEX_DELAY_MS: so wait until nothing is queued
+    // or running there AND the index has not changed for longer than that delay (no run is still under way).
+    let last = "";
+    let stableSince = Date.now();
     await until(async () => {
-      const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM runs WHERE status IN ('queued', 'running')").first<{ n: number }>();
-      return (row?.n ?? 0) === 0;
+      const row = await env.DB.prepare(
+        "SELECT COUNT(*) AS n, SUM(status IN ('queued', 'running')) AS busy, MAX(updated_at) AS at FROM runs",
+      ).first<{ n: number; busy: number | null; at: string | null }>();
+      const now = `${row?.n}:${row?.at}`;
+      if (now !== last || (row?.busy ?? 0) > 0) {
+        last = now;
+        stableSince = Date.now();
+        return false;
+      }
+      return Date.now() - stableSince > RUNNING_INDEX_DELAY_MS * 2.5;
     }, 60_000);
   });
 });

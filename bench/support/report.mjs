@@ -140,6 +140,26 @@ export function summarise(results, peer) {
         },
       );
     }
+    const conv = t.conversations;
+    if (conv?.openai_chat_completions && conv.chat_messages) {
+      const o = conv.openai_chat_completions;
+      const m = conv.chat_messages;
+      add(
+        "8 conversations, plain turns/s: /v1/chat/completions (user) vs /v1/chat/messages + events",
+        `${o.turns_per_s_8_concurrent} vs ${m.turns_per_s_8_concurrent}`,
+        "turns/s",
+        {
+          ratio: `${r(o.turns_per_s_8_concurrent / m.turns_per_s_8_concurrent)}× chat/messages, ${r(o.turns_per_s_8_concurrent / peer.plain_turns_per_s)}× peer`,
+          peer: peer.plain_turns_per_s,
+        },
+      );
+      add(
+        "8 conversations, workerd CPU per turn: /v1/chat/completions vs /v1/chat/messages + events",
+        `${o.concurrent.workerd_cpu_ms_per_turn} vs ${m.concurrent.workerd_cpu_ms_per_turn}`,
+        "ms",
+        { peer: peer.cpu_ms_per_plain_turn },
+      );
+    }
     if (t.session) add("one session: last-10 ÷ first-10 turn median", t.session.growth_ratio, "×");
   }
   const bundle = results.bundle;

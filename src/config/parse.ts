@@ -37,6 +37,10 @@ export function parseGatewayConfig(raw: unknown): ConfigResult {
       issues.push({ path: formatPath(["agents", agentId, "model"]), message: err.message });
     }
   }
+  for (const [alias, agentId] of Object.entries(config.openai.aliases)) {
+    if (!Object.hasOwn(config.agents, agentId))
+      issues.push({ path: formatPath(["openai", "aliases", alias]), message: `no agent "${agentId}" (aliases name agents)` });
+  }
   return issues.length > 0 ? { ok: false, issues } : { ok: true, value: config };
 }
 

@@ -271,6 +271,32 @@ export const SchedulerConfig = z.strictObject({
 });
 export type SchedulerConfig = z.infer<typeof SchedulerConfig>;
 
+/**
+ * The OpenAI-compatible front door (`POST /v1/chat/completions`, `GET /v1/models`; docs/openai.md). Agents are
+ * addressed as `agent:<agent_id>` or by an alias listed here.
+ */
+export const OpenAICompatConfig = z.strictObject({
+  /** Extra model names a client may use, each naming an agent (e.g. `"gpt-4o": "main"` for a client that insists). */
+  aliases: z
+    .record(
+      z
+        .string()
+        .regex(
+          /^[A-Za-z0-9][A-Za-z0-9._/-]{0,63}$/,
+          "aliases are 1-64 letters, digits and . _ / - (no ':'), starting with a letter or digit",
+        ),
+      AgentId,
+    )
+    .default({}),
+  /**
+   * What a client's `system` (or `developer`) message becomes: `as_user` puts its text in the new user input (L6,
+   * labelled as the client's), `refuse` answers 400. Never a hidden layer either way.
+   */
+  systemMessages: z.enum(["as_user", "refuse"]).default("as_user"),
+  /** How long a request is held for its run; longer runs are answered with their run id (fetch it from /v1/runs). */
+  waitSeconds: z.number().int().min(1).max(900).default(120),
+});
+
 export const GatewayConfig = z.strictObject({
   http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
   models: z.strictObject({
@@ -323,6 +349,8 @@ export const GatewayConfig = z.strictObject({
     failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
   }),
   logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
+  /** The OpenAI-compatible front door (docs/openai.md). */
+  openai: OpenAICompatConfig.default({ aliases: {}, systemMessages: "as_user", waitSeconds: 120 }),
   /** The cron tick and job notifications (S3 §4). Jobs themselves live in D1, managed through /api/admin/jobs. */
   scheduler: SchedulerConfig.default({
     maxFiringsPerTick: 200,

@@ -1,7 +1,8 @@
 /**
  * The Hono app: request id → config/logger → body limit → routes, with one
  * error funnel that turns every failure into the S3 envelope
- * `{"error":{"code","message"}}` — never a stack trace, never internal detail.
+ * `{"error":{"code","message"}}` (OpenAI's `{"error":{"message","type","code"}}`
+ * on the OpenAI-compatible paths) — never a stack trace, never internal detail.
  */
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
@@ -13,6 +14,7 @@ import type { GatewayConfig } from "../config/schema";
 import { bundledConfigSha256, type ConfigInForce, configInForce } from "../config/versions";
 import { createLogger, type Logger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
+import { isOpenAiPath, openAiError } from "../openai/wire";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { envWithStoredSecrets } from "../security/stored-secrets";
@@ -25,6 +27,7 @@ import { chatRoutes } from "./chat";
 import { dashboardRoutes } from "./dashboard";
 import { GatewayError } from "./errors";
 import { healthRoutes } from "./health";
+import { openAiRoutes } from "./openai";
 import { registerOpenApi } from "./openapi";
 import { type AppEnv, createRouter } from "./router";
 import { runRoutes } from "./runs";
@@ -73,6 +76,8 @@ function respondWithError(c: Context<AppEnv>, err: unknown): Response {
   }
   for (const [name, value] of Object.entries(ge.headers)) c.header(name, value);
   if (ge.retryAfterSeconds !== undefined) c.header("Retry-After", String(ge.retryAfterSeconds));
+  // The OpenAI-compatible routes answer in OpenAI's error shape (their clients read no other), with the same code.
+  if (isOpenAiPath(c.req.path)) return c.json(openAiError(ge), ge.status);
   return c.json(ge.toEnvelope(), ge.status);
 }
 
@@ -164,6 +169,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", healthRoutes());
   app.route("/", chatRoutes());
   app.route("/", runRoutes());
+  app.route("/", openAiRoutes());
   app.route("/", adminApprovalRoutes());
   app.route("/", adminAuditRoutes());
   app.route("/", adminConfigRoutes());

@@ -731,12 +731,13 @@ export class SessionDO extends DurableObject<Env> {
     identity: SessionIdentity,
     input: Parameters<SessionDO["enqueueMessage"]>[1],
     waitMs: number,
+    opts: { untilPaused?: boolean } = {},
   ): Promise<{
     queued: Awaited<ReturnType<SessionDO["enqueueMessage"]>>;
     done: Awaited<ReturnType<SessionDO["awaitRun"]>>;
   }> {
     const queued = await this.enqueueMessage(identity, input);
-    return { queued, done: await this.awaitRun(queued.runId, waitMs) };
+    return { queued, done: await this.awaitRun(queued.runId, waitMs, opts) };
   }
 
   /** The run queued earlier under `dispatchKey`, if any. */
@@ -933,15 +934,44 @@ export class SessionDO extends DurableObject<Env> {
     return read();
   }
 
-  /** Waits (at most `waitMs`, capped at 60 s) for a run to end; the run as S3 shows it either way. */
-  async awaitRun(runId: string, waitMs: number): Promise<{ view: RunView; callerId: string | null; finished: boolean } | null> {
+  /**
+   * Waits (at most `waitMs`, capped at 60 s) for a run to end — or, with `untilPaused`, to stop for a human
+   * approval — and answers the run as S3 shows it either way, with its token usage so far (from the provider's
+   * figures) and the approvals it waits for.
+   */
+  async awaitRun(
+    runId: string,
+    waitMs: number,
+    opts: { untilPaused?: boolean } = {},
+  ): Promise<{
+    view: RunView;
+    callerId: string | null;
+    finished: boolean;
+    paused: boolean;
+    usage: { prompt_tokens: number; completion_tokens: number };
+    pendingApprovals: { approval_id: string; tool: string }[];
+    /** A failed run's code and message. */
+    error: { code: string; message: string } | null;
+  } | null> {
     const deadline = Date.now() + Math.min(Math.max(0, waitMs), 60_000);
     for (;;) {
       const run = getRun(this.#sql, runId);
       if (!run) return null;
       const finished = isTerminal(run.status);
-      if (finished || Date.now() >= deadline)
-        return { view: runView(run, runToolExecutions(this.#sql, runId)), callerId: run.caller_id, finished };
+      const paused = run.status === "awaiting_approval";
+      if (finished || (paused && opts.untilPaused) || Date.now() >= deadline)
+        return {
+          view: runView(run, runToolExecutions(this.#sql, runId)),
+          callerId: run.caller_id,
+          finished,
+          paused,
+          usage: { prompt_tokens: run.prompt_tokens, completion_tokens: run.completion_tokens },
+          error: run.status === "failed" && run.error ? (JSON.parse(run.error) as { code: string; message: string }) : null,
+          pendingApprovals: paused
+            ? this.#sql.all<{ approval_id: string; tool: string }>`
+                SELECT id AS approval_id, tool FROM approvals WHERE run_id = ${runId} AND status = 'pending' ORDER BY created_at, id`
+            : [],
+        };
       await this.#nextEvent(runId, deadline - Date.now());
     }
   }

@@ -50,6 +50,7 @@ export function runConfig(
     agentId?: string;
     scheduler?: Record<string, unknown>;
     channels?: Record<string, unknown>;
+    openai?: Record<string, unknown>;
   } = {},
 ): GatewayConfig {
   const raw: GatewayConfigInput = {
@@ -70,6 +71,7 @@ export function runConfig(
     ...(o.logging ? { logging: o.logging as never } : {}),
     ...(o.scheduler ? { scheduler: o.scheduler as never } : {}),
     ...(o.channels ? { channels: o.channels as never } : {}),
+    ...(o.openai ? { openai: o.openai as never } : {}),
   };
   const result = parseGatewayConfig(raw);
   if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);

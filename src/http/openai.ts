@@ -1,0 +1,217 @@
+/**
+ * The OpenAI-compatible front door (issue 13, docs/openai.md): `POST /v1/chat/completions` and `GET /v1/models`
+ * for any OpenAI client — the official SDKs, chat UIs, editor plugins — with every contract rule still in force
+ * behind it. A request is one turn of the same engine `POST /v1/chat/messages` drives: prompt stack, tool policy,
+ * approvals, budgets, audit. `model` names an agent (`agent:<id>` or an alias); `user` names the conversation
+ * (session `agent:<id>:openai:<caller>:dm:<user>`), and without it each request is an isolated run.
+ *
+ * Answers are OpenAI's shapes: `chat.completion`, or with `stream: true` `chat.completion.chunk` events ending in
+ * `data: [DONE]`. The content arrives whole when the run ends: the channel policy of API clients is final-only
+ * (src/prompts/channels.ts), and the output disclosure guard reads the complete answer before any of it leaves.
+ * A run that stops for a human approval, or outlasts `openai.waitSeconds`, is answered at once with its run id.
+ * Errors on these paths are OpenAI's `{"error":{"message","type","code"}}` (the app's error funnel, src/http/app.ts).
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../openai/request";
+import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../openai/wire";
+import { buildRunSpec } from "../runs/spec";
+import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
+import type { SessionDO } from "../sessions/SessionDO";
+import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
+import { requireScope } from "./auth";
+import { GatewayError } from "./errors";
+import { type AppEnv, createRouter, requireJsonBody } from "./router";
+
+/** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
+export const HEARTBEAT_MS = 15_000;
+
+const openAiErrors = {
+  400: { description: "Invalid request", content: { "application/json": { schema: OpenAIErrorSchema } } },
+  401: { description: "Missing or invalid token", content: { "application/json": { schema: OpenAIErrorSchema } } },
+  403: { description: "Not an API token", content: { "application/json": { schema: OpenAIErrorSchema } } },
+  404: { description: "No such model (agent)", content: { "application/json": { schema: OpenAIErrorSchema } } },
+  429: {
+    description: "Too many approvals pending, or the agent's token budget is spent",
+    content: { "application/json": { schema: OpenAIErrorSchema } },
+  },
+  502: { description: "The model provider failed", content: { "application/json": { schema: OpenAIErrorSchema } } },
+} as const;
+
+const postCompletion = createRoute({
+  method: "post",
+  path: "/v1/chat/completions",
+  summary: "OpenAI-compatible chat: one turn of an agent (model: agent:<agent_id> or an alias)",
+  description:
+    "OpenAI's Chat Completions request and answer shapes. Only the last user message is new input (the gateway's transcript " +
+    "is authoritative); `user` names the conversation, without it each request is an isolated run. Client tools are refused; " +
+    "system messages become labelled user content or are refused (`openai.systemMessages`). With `stream: true` the answer " +
+    "comes as `chat.completion.chunk` events ending in `data: [DONE]`. A run waiting for an approval, or still running after " +
+    "`openai.waitSeconds`, is answered at once with its run id (`GET /v1/runs/{run_id}`). Errors are OpenAI's shape.",
+  middleware: [requireScope("api"), requireJsonBody] as const,
+  request: { body: { required: true, content: { "application/json": { schema: ChatCompletionRequest } } } },
+  responses: {
+    200: {
+      description: "The answer (`chat.completion`), or with `stream: true` Server-Sent Events of `chat.completion.chunk`",
+      content: { "application/json": { schema: ChatCompletion }, "text/event-stream": { schema: z.string() } },
+    },
+    ...openAiErrors,
+  },
+});
+
+const getModels = createRoute({
+  method: "get",
+  path: "/v1/models",
+  summary: "OpenAI-compatible model list: the agents a caller may use",
+  middleware: [requireScope("api")] as const,
+  responses: {
+    200: {
+      description: "`agent:<agent_id>` for every agent, then the configured aliases",
+      content: { "application/json": { schema: ModelList } },
+    },
+    401: openAiErrors[401],
+    403: openAiErrors[403],
+  },
+});
+
+type Done = NonNullable<Awaited<ReturnType<SessionDO["awaitRun"]>>>;
+
+/** The outcome of a turn as the client sees it: an answer (content), or an error. */
+type Outcome = { content: string; usage: Done["usage"] } | { error: GatewayError };
+
+/** What a finished, paused or still-running run answers. */
+function outcomeOf(done: Done | null, runId: string, waitSeconds: number): Outcome {
+  if (!done) return { error: new GatewayError("internal.error", `run ${runId} was not found after it was queued`) };
+  const usage = done.usage;
+  if (done.finished) {
+    if (done.view.status === "completed") return { content: done.view.output, usage };
+    if (done.view.status === "cancelled") return { error: new GatewayError("gone", `run ${runId} was cancelled before it finished`) };
+    const code = done.error?.code;
+    const known = code === "provider.unavailable" || code === "over_budget" || code === "timeout" ? code : "internal.error";
+    return { error: new GatewayError(known, `run ${runId} failed: ${done.error?.message ?? done.view.output}`) };
+  }
+  if (done.paused) {
+    const waiting = done.pendingApprovals.map((a) => `${a.tool} (approval ${a.approval_id})`).join(", ") || "a tool call";
+    return {
+      content:
+        `This needs an operator's approval before it can go on: ${waiting}. Run ${runId} continues once it is decided; ` +
+        `its result will be at GET /v1/runs/${runId}.`,
+      usage,
+    };
+  }
+  return {
+    content: `Still working on it: run ${runId} has not finished after ${waitSeconds} s. Its result will be at GET /v1/runs/${runId}.`,
+    usage,
+  };
+}
+
+/** Queues the turn in its session (the conversation's, or a fresh isolated one) and returns the object and run. */
+async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number) {
+  const config = c.get("config");
+  const principal = c.get("principal");
+  const callerId = principal?.scope === "api" ? principal.callerId : "admin";
+  const agent = config.agents[turn.agentId] as (typeof config.agents)[string];
+  await refuseWhenApprovalsBacklogged(c.env.DB, turn.agentId, config.tools.policy.approvals.maxPendingPerAgent);
+  const peer = turn.user === null ? `run:${crypto.randomUUID().replaceAll("-", "")}` : `dm:${turn.user}`;
+  const key = parseSessionKey(`agent:${turn.agentId}:openai:${callerId}:${peer}`);
+  if (!key.ok) throw new GatewayError("invalid.request", key.error);
+  const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
+  const { queued, done } = await session.enqueueAndAwait(
+    { sessionKey: formatSessionKey(key.key), agentId: turn.agentId },
+    {
+      message: turn.input,
+      source: "openai",
+      limits: agent.session,
+      spec: buildRunSpec(config, turn.agentId, "openai", c.get("configSource")),
+      callerId,
+    },
+    firstWaitMs,
+    { untilPaused: true },
+  );
+  return { session, runId: queued.runId, done };
+}
+
+/** Waits for the run in slices (each call to the object waits at most 60 s), until it ends, pauses or `deadline`. */
+async function awaitOutcome(
+  session: DurableObjectStub<SessionDO>,
+  runId: string,
+  done: Done | null,
+  deadline: number,
+  sliceMs: number,
+  onSlice?: () => Promise<void>,
+): Promise<Done | null> {
+  let current = done;
+  while (current && !current.finished && !current.paused && Date.now() < deadline) {
+    await onSlice?.();
+    current = (await session.awaitRun(runId, Math.min(sliceMs, deadline - Date.now()), { untilPaused: true })) as Done | null;
+  }
+  return current;
+}
+
+/** The OpenAI-compatible routes (api scope). */
+export function openAiRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(getModels, (c) => c.json(modelList(modelNames(c.get("config")).map((m) => m.id)), 200));
+
+  app.openapi(postCompletion, async (c) => {
+    const config = c.get("config");
+    const turn = readChatRequest(c.req.valid("json"), config);
+    const waitSeconds = config.openai.waitSeconds;
+    const deadline = Date.now() + waitSeconds * 1000;
+    const created = Math.floor(Date.now() / 1000);
+
+    if (!turn.stream) {
+      const { session, runId, done } = await queueTurn(c, turn, Math.min(60_000, waitSeconds * 1000));
+      const outcome = outcomeOf(await awaitOutcome(session, runId, done as Done | null, deadline, 60_000), runId, waitSeconds);
+      c.header("X-Run-Id", runId);
+      if ("error" in outcome) throw outcome.error;
+      return c.json(chatCompletion({ runId, model: turn.model, created, content: outcome.content, usage: usageOf(outcome.usage) }), 200);
+    }
+
+    // Streamed: queued (and refused, if it must be) before the stream opens, so errors before it are plain JSON.
+    const { session, runId, done } = await queueTurn(c, turn, 0);
+    c.header("X-Run-Id", runId);
+    const ids = { runId, model: turn.model, created };
+    return streamSSE(
+      c,
+      async (stream) => {
+        let closed = false;
+        stream.onAbort(() => {
+          closed = true; // the run goes on; its result stays at GET /v1/runs/{run_id}
+        });
+        await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
+        let first = true;
+        const final = await awaitOutcome(session, runId, done as Done | null, deadline, HEARTBEAT_MS, async () => {
+          if (!first && !closed) await stream.write(": still working\n\n");
+          first = false;
+        });
+        if (closed) return;
+        const outcome = outcomeOf(final, runId, waitSeconds);
+        if ("error" in outcome) {
+          // OpenAI's clients read an `error` object in a stream as a failed request.
+          await stream.writeSSE({ data: JSON.stringify(openAiError(outcome.error)) });
+          return;
+        }
+        if (outcome.content !== "") await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, outcome.content)) });
+        await stream.writeSSE({ data: JSON.stringify(chunks.finish(ids)) });
+        if (turn.includeUsage) await stream.writeSSE({ data: JSON.stringify(chunks.usage(ids, usageOf(outcome.usage))) });
+        await stream.writeSSE({ data: "[DONE]" });
+      },
+      async (err, stream) => {
+        // After the stream opened, a failure can only be told in it (the status line is gone).
+        c.get("logger").log("error", "http.error", {
+          request_id: c.get("requestId") ?? "",
+          code: "internal.error",
+          status: 500,
+          error_name: err.name,
+          error_message: "the stream of a chat completion failed",
+        });
+        await stream.writeSSE({ data: JSON.stringify(openAiError(new GatewayError("internal.error", "internal error"))) });
+      },
+    );
+  });
+
+  return app;
+}
