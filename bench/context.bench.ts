@@ -37,36 +37,48 @@ function transcriptOf(n: number): DatabaseSync {
   return db;
 }
 
-async function median(runs: number, fn: () => void): Promise<number> {
-  for (let i = 0; i < 50; i++) fn();
-  const times: number[] = [];
+/**
+ * Median µs per call of each of `fns`, measured interleaved (one call of each per round, in turn), so that a
+ * noisy moment on a shared machine (GC, another process) lands on every size alike instead of on one of them.
+ */
+function interleavedMedians(runs: number, fns: readonly (() => void)[]): number[] {
+  for (let i = 0; i < 50; i++) for (const fn of fns) fn();
+  const times = fns.map(() => [] as number[]);
   for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    fn();
-    times.push((performance.now() - t0) * 1000);
+    fns.forEach((fn, k) => {
+      const t0 = performance.now();
+      fn();
+      (times[k] as number[]).push((performance.now() - t0) * 1000);
+    });
   }
-  times.sort((a, b) => a - b);
-  return Math.round((times[Math.floor(times.length / 2)] as number) * 10) / 10;
+  return times.map((t) => {
+    t.sort((a, b) => a - b);
+    return Math.round((t[Math.floor(t.length / 2)] as number) * 10) / 10;
+  });
 }
 
 export async function run(quick: boolean) {
   const runs = quick ? 100 : 500;
   const result: Record<string, unknown> = {};
-  const medians: Record<number, number> = {};
-  for (const n of [100, 1000, 10000]) {
-    const db = transcriptOf(n);
+  const sizes = [100, 1000, 10000] as const;
+  const dbs = sizes.map((n) => transcriptOf(n));
+  const turns = dbs.map((db) => {
     // The same query as transcript.ts messagesBefore().
     const page = db.prepare(
       "SELECT seq, role, content, tool_name, tool_call_id FROM transcript WHERE session_id = 'ses_bench' AND seq > 0 AND seq < ? ORDER BY seq DESC LIMIT ?",
     );
-    medians[n] = await median(runs, () => {
+    return () => {
       const rows = collectRecentRows((before, limit) => page.all(before, limit) as unknown as Row[]);
       prepareHistory(rows, { window: { contextWindow: 131072, maxOutputTokens: 4096 }, fixedTokens: 2000 });
-    });
-    result[`messages_${n}`] = { median_us: medians[n] };
-    db.close();
-  }
-  result.ratio_10000_to_100 = Math.round(((medians[10000] as number) / (medians[100] as number)) * 100) / 100;
+    };
+  });
+  const medians = interleavedMedians(runs, turns);
+  sizes.forEach((n, k) => {
+    result[`messages_${n}`] = { median_us: medians[k] };
+  });
+  for (const db of dbs) db.close();
+  result.ratio_10000_to_100 = Math.round(((medians[2] as number) / (medians[0] as number)) * 100) / 100;
+  result.method = "interleaved: each round times one turn at each size";
   result.target = "≤ 1.5";
   return result;
 }
