@@ -261,6 +261,31 @@ describe("POST /v1/chat/completions through the official openai SDK", () => {
     expect(invocations.filter((i) => i.runId === runId).map((i) => i.tool)).toEqual(["test.send"]);
   });
 
+  it("streamed, an approval wait ends the stream at once with the message, finish stop and data: [DONE]", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [
+      { tool_calls: [{ id: "s2", name: "test__send", arguments: '{"to":"ops","text":"yo"}' }] },
+      { content: "done" },
+    ]);
+    const app = appFor(configFor(host, { waitSeconds: 60 }));
+    const res = await raw(
+      app,
+      "POST",
+      "/v1/chat/completions",
+      JSON.stringify({ model: "agent:main", messages: [{ role: "user", content: "send it" }], stream: true }),
+    );
+    expect(res.status).toBe(200);
+    const runId = res.headers.get("X-Run-Id") as string;
+    const events = res.text.split("\n\n").filter((e) => e !== "");
+    expect(events.at(-1)).toBe("data: [DONE]");
+    const parsed = events.slice(0, -1).map((e) => JSON.parse(e.slice("data: ".length)));
+    expect(parsed.map((p) => p.choices[0]?.finish_reason ?? null)).toEqual([null, null, "stop"]);
+    expect(parsed[1].choices[0].delta.content).toMatch(
+      new RegExp(`^This needs an operator's approval before it can go on: test\\.send \\(approval apr_[^)]+\\)\\. Run ${runId} continues`),
+    );
+    expect((await call(app, "GET", `/v1/runs/${runId}`)).body.status).toBe("awaiting_approval");
+  });
+
   it("an extraction attempt gets the refusal (REFUSE_SYSTEM_PROMPT) and never reaches the provider; streamed too", async () => {
     const host = uniqueHost("script");
     const app = appFor(configFor(host));
