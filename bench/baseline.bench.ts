@@ -71,8 +71,8 @@ export async function run(quick: boolean, _prepared?: unknown, settle?: () => Pr
         const text = await res.text();
         if (res.status !== 200) throw new Error(`${TAG}: POST /cost/${op} answered ${res.status}: ${text}`);
       };
-      for (let i = 0; i < (quick ? 5 : 10); i++) await once();
-      const r = await sequential(quick ? 20 : 300, group, once);
+      for (let i = 0; i < (quick ? 3 : 10); i++) await once();
+      const r = await sequential(quick ? 15 : 300, group, once);
       costs[op] = { p50_ms: latencySummary(r.latency).p50_ms, workerd_cpu_ms: r.workerd_cpu_ms_per_op };
     }
     const none = costs.none?.workerd_cpu_ms ?? null;

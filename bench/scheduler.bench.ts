@@ -70,6 +70,8 @@ import {
  * POSTs are serialised there), so the lead grows to 1.5× the time the last 100 creations took.
  */
 const MIN_LEAD_MS = 3000;
+/** --quick's 20 jobs are created in well under a second: a shorter lead keeps the smoke run short. */
+const QUICK_MIN_LEAD_MS = 1500;
 /** The baseline tick must start at least this long before the one-shots fall due. */
 const BASELINE_MARGIN_MS = 400;
 /** Concurrent admin API requests while seeding, checking and deleting (not while timing). */
@@ -321,12 +323,15 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
       const ids = Array.from({ length: n }, (_, i) => `once-r${String(r).padStart(2, "0")}-${String(i).padStart(4, "0")}`);
       // A busy machine can make creation outlast the lead: the jobs still to create then get a later
       // instant (the API refuses one-shots in the past), and this round goes without an idle tick.
-      const lead = Math.max(MIN_LEAD_MS, Math.ceil(1.1 * createMsPerJob * n) + BASELINE_MARGIN_MS);
+      const minLead = quick ? QUICK_MIN_LEAD_MS : MIN_LEAD_MS;
+      const lead = Math.max(minLead, Math.ceil(1.1 * createMsPerJob * n) + BASELINE_MARGIN_MS);
+      // A job created this close to the instant gets a later one (the API refuses one-shots in the past).
+      const lateMargin = Math.min(2500, lead / 2);
       let at = Date.now() + lead;
       const firstAt = at;
       const c0 = performance.now();
       await pool(ids, API_CONCURRENCY, async (id) => {
-        if (Date.now() > at - 2500) at = Date.now() + MIN_LEAD_MS;
+        if (Date.now() > at - lateMargin) at = Date.now() + minLead;
         await createJob(id, new Date(at).toISOString());
       });
       const createMs = performance.now() - c0;

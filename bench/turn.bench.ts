@@ -159,7 +159,7 @@ export async function prepare(_quick: boolean): Promise<Prepared> {
 }
 
 export async function run(quick: boolean, prepared?: Promise<Prepared>) {
-  const n = quick ? 10 : 100;
+  const n = quick ? 8 : 100;
   const warmup = quick ? 3 : 20;
   const seconds = quick ? 2 : 15;
   const sessionTurns = quick ? 0 : 60; // --quick skips the growth check
@@ -289,9 +289,10 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
       ["openai_chat_completions", "POST /v1/chat/completions (user = conversation)", openAiTurn],
       ["chat_messages", "POST /v1/chat/messages + GET /v1/runs/{id}/events", chatMessagesTurn],
     ] as const) {
-      for (let c = 0; c < CONCURRENCY; c++) await once(`${name}-${c}`); // each conversation's object exists and is warm
+      // Each conversation's object exists and is warm (side by side: the objects are independent).
+      await Promise.all(Array.from({ length: CONCURRENCY }, (_, c) => once(`${name}-${c}`)));
       const seq = quick ? null : await sequential(n, group, () => once(`${name}-0`));
-      const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => once(`${name}-${c}`) });
+      const conc = await closedLoop({ concurrency: CONCURRENCY, seconds: quick ? 1 : seconds, group, once: (c) => once(`${name}-${c}`) });
       conversations[name] = {
         endpoint,
         turns_per_s_8_concurrent: conc.per_s,
