@@ -107,7 +107,7 @@ function timeMs(fn: () => unknown, quick: boolean): number {
   const t0 = performance.now();
   fn();
   const first = performance.now() - t0;
-  const runs = first < 20 ? (quick ? 3 : 15) : first < 200 ? 3 : 1;
+  const runs = first < 20 ? (quick ? 3 : 15) : first < 200 ? (quick ? 1 : 3) : 1;
   if (runs === 1) return round(first);
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -261,9 +261,10 @@ function curve(make: (bytes: number) => string, fn: (text: string) => unknown, q
   const points: [number, number][] = [];
   // Best of three medians: what a step that looks super-linear is re-measured with (this machine is shared and
   // noisy; one slow run at one size must not stop a curve or flag it).
+  // (--quick: medians of fewer runs; still the best of three.)
   const best = (size: number) => {
     const text = make(size);
-    return Math.max(Math.min(...[0, 1, 2].map(() => timeMs(() => fn(text), false))), 0.01);
+    return Math.max(Math.min(...[0, 1, 2].map(() => timeMs(() => fn(text), quick))), 0.01);
   };
   for (const size of SIZES) {
     const last = points.at(-1);

@@ -40,11 +40,8 @@ await build();
 const results = { date: new Date().toISOString(), node: process.version, quick };
 const timings = {};
 // The baseline and the turns run back to back (closest in time), then the rest in name order — except that
-// --quick runs the scheduler before the redaction bench and overlaps the gateway benches' start-ups (their
-// `prepare`: project copy, D1 schema, wrangler dev) with other work: the turn bench's with the baseline's own
-// start-up (the baseline waits for it before measuring: its reference figures are taken beside idle servers
-// only), the scheduler's with the benches that time nothing (bundle size) or only compare their own
-// samples (context 10,000 ÷ 100, prompt assembly ÷ one SHA-256). The redaction curves run on a quiet machine again.
+// --quick runs the scheduler before the redaction bench, and starts the gateway benches' set-ups and the bundle
+// bench beside the baseline's own start-up (BESIDE_FIRST below); the redaction curves run last, on a quiet machine.
 const FIRST = ["baseline", "turn"];
 const QUICK_LAST = ["scheduler", "redaction"];
 const rank = (n) => {
@@ -76,37 +73,49 @@ async function load(name) {
   return modules.get(name);
 }
 
-/** --quick: whose set-up (`prepare`) starts when which bench starts. */
-const PREPARE_BESIDE = quick ? { baseline: "turn", bundle: "scheduler" } : {};
-/** Started set-ups, by bench name; a rejected one is reported by that bench's run. */
+/**
+ * --quick: what starts beside the first bench (the baseline) — the gateway benches' set-ups (`prepare`; each
+ * gateway gets its own model port) and the benches that time nothing (the bundle size). The baseline waits for
+ * all of them (`settle`) before it measures, so its reference figures are taken beside idle servers only.
+ */
+const BESIDE_FIRST = quick ? { prepare: ["turn", "scheduler"], run: ["bundle"] } : { prepare: [], run: [] };
+/** Started set-ups and background runs, by bench name; a rejected one is reported at that bench's turn. */
 const prepared = new Map();
-const settle = () => Promise.allSettled([...prepared.values()]);
+const background = new Map();
+const settle = () => Promise.allSettled([...prepared.values(), ...background.values()]);
 let failed = false;
-for (const name of names) {
-  const s0 = performance.now();
-  const beside = PREPARE_BESIDE[name];
-  if (beside && names.includes(beside)) {
-    try {
-      const mod = await load(beside);
-      if (typeof mod.prepare === "function") {
-        const p = mod.prepare(quick);
-        p.catch(() => {}); // awaited (and reported) by that bench's run
-        prepared.set(beside, p);
-      }
-    } catch {
-      // A bench that does not build is reported when its turn comes.
+for (const [i, name] of names.entries()) {
+  if (i === 0) {
+    for (const other of BESIDE_FIRST.prepare.filter((n) => names.includes(n))) {
+      const mod = await load(other).catch(() => null); // a bench that does not build is reported at its turn
+      if (typeof mod?.prepare !== "function") continue;
+      const p = mod.prepare(quick);
+      p.catch(() => {}); // awaited (and reported) by that bench's run
+      prepared.set(other, p);
+    }
+    for (const other of BESIDE_FIRST.run.filter((n) => names.includes(n) && n !== name)) {
+      const s0 = performance.now();
+      const p = load(other).then((mod) => mod.run(quick));
+      p.catch(() => {});
+      background.set(
+        other,
+        p.finally(() => {
+          timings[other] = Math.round((performance.now() - s0) / 100) / 10;
+        }),
+      );
     }
   }
+  const s0 = performance.now();
   try {
-    const mod = await load(name);
-    results[name] = await mod.run(quick, prepared.get(name), settle);
+    if (background.has(name)) results[name] = await background.get(name);
+    else results[name] = await (await load(name)).run(quick, prepared.get(name), settle);
   } catch (err) {
     failed = true;
     results[name] = { error: err instanceof Error ? err.message : String(err) };
     console.error(`${name}: FAILED: ${results[name].error}`);
   }
-  timings[name] = Math.round((performance.now() - s0) / 100) / 10;
-  console.log(`${name} (${timings[name]} s):`);
+  if (!background.has(name)) timings[name] = Math.round((performance.now() - s0) / 100) / 10;
+  console.log(`${name} (${timings[name]} s${background.has(name) ? ", in the background from the start" : ""}):`);
   for (const [metric, value] of Object.entries(results[name])) console.log(`  ${metric.padEnd(28)} ${JSON.stringify(value)}`);
 }
 

@@ -1,66 +1,15 @@
-/**
- * The cron tick with many due jobs (issue 12: 1,000 in the full run; 20 with
- * --quick), end to end: the real Worker under `wrangler dev --test-scheduled`
- * (workerd, local D1 and Durable Objects) with the offline model
- * (scripts/local-model.mjs) served from this process, since the dispatched runs
- * call it (after the tick, in their own SessionDOs).
- *
- * Each round creates N one-shot `isolated` jobs for one RFC3339 time a few
- * seconds ahead (through the admin API), and:
- *
- * - idle tick (the baseline): while they are still pending, `GET /__scheduled`
- *   runs the Worker's scheduled() handler over the same N jobs with none due
- *   (its due query, the heartbeat/take-over batch and the claimed-firings
- *   query, all empty);
- * - once their time has passed, ticks back to back until all N have been
- *   dispatched: a tick claims at most `scheduler.maxFiringsPerTick` (200 in the
- *   shipped config), so 1,000 due jobs take 5 ticks by design. Each claimed
- *   firing is handed to a fresh SessionDO (`dispatchConcurrency` at a time).
- *
- * Every tick is timed twice: client wall time of `GET /__scheduled` (wrangler's
- * middleware awaits scheduled() before it answers) and the tick's own
- * `duration_ms` from its `scheduler.tick` log line, whose counts are checked
- * (claimed = dispatched, nothing skipped or failed; a deferred firing fails the
- * bench, since it would wait for the 2-minute claim lease). workerd's CPU over
- * the ticks is read from /proc. After the last tick every job must show one
- * `dispatched` firing with a run id; the round then waits until the N runs have
- * completed (the offline model answered N completions, nothing queued or
- * running) and deletes the jobs.
- *
- * Figures: `tick_ms_median` (a tick with up to maxFiringsPerTick firings),
- * `ms_per_firing` = (sum of the round's due ticks − idle tick × ticks) ÷ N, the
- * cost one due job adds, and `drain_all_due_ms` (first due tick sent → last
- * answered). The full run records 1 round after an unrecorded warm-up round of
- * 100 jobs; --quick records 1 round of 20 and no warm-up. When creating the
- * jobs outlasts the lead (a busy machine), the idle tick is taken after the
- * round instead, on the emptied table. wrangler dev runs every object in
- * one workerd process, so hand-overs queue for the same CPU here; on
- * Cloudflare (objects spread over machines) a firing should cost less.
- *
- * wrangler runs from a copy of the project (bench/support/devserver.ts
- * snapshotProject): its build step writes the development config into that
- * copy's src/generated/, and edits elsewhere in the tree cannot reload it.
- */
-import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import {
-  applyD1Migrations,
-  DEV_CONFIG,
-  MODEL_PORT,
+  type GatewayBench,
   median,
-  projectRoot,
   quantile,
   clockTicks as readClockTicks,
   round,
   sleep,
-  snapshotProject,
-  startWranglerDev,
-  stopChild,
-  type WranglerDev,
+  startGatewayBench,
   workerdCpuMs,
 } from "./support/devserver";
 
@@ -116,7 +65,7 @@ async function pool<T>(items: readonly T[], width: number, task: (item: T) => Pr
 }
 
 /** The offline model, listening where the dev config expects it; counts the chat completions it answers. */
-async function startModel(root: string): Promise<{ server: Server; completions: () => number }> {
+async function startModel(root: string, port: number): Promise<{ server: Server; completions: () => number }> {
   // Loaded at run time from the project (a plain .mjs without type declarations; the bundle has no relative base).
   const { createLocalModelServer } = (await import(pathToFileURL(join(root, "scripts", "local-model.mjs")).href)) as {
     createLocalModelServer: () => Server;
@@ -134,13 +83,11 @@ async function startModel(root: string): Promise<{ server: Server; completions: 
     server.once("error", (err: NodeJS.ErrnoException) =>
       reject(
         new Error(
-          err.code === "EADDRINUSE"
-            ? `${TAG}: 127.0.0.1:${MODEL_PORT} is in use (npm start, or another bench?); ${DEV_CONFIG} points the model there, so stop that first`
-            : `${TAG}: the local model cannot listen: ${err.message}`,
+          err.code === "EADDRINUSE" ? `${TAG}: 127.0.0.1:${port} is in use` : `${TAG}: the local model cannot listen: ${err.message}`,
         ),
       ),
     );
-    server.listen(MODEL_PORT, "127.0.0.1", () => resolve());
+    server.listen(port, "127.0.0.1", () => resolve());
   });
   return { server, completions: () => count };
 }
@@ -153,15 +100,8 @@ function tickLines(logFile: string): TickLine[] {
     .map((line) => JSON.parse(line.slice(line.indexOf("{"))) as TickLine);
 }
 
-/** What {@link prepare} sets up: a gateway under `wrangler dev --test-scheduled` with its model and state. */
-export interface Prepared {
-  tmp: string;
-  logFile: string;
-  adminToken: string;
-  model: { server: Server; completions: () => number };
-  started: WranglerDev;
-  interrupted: () => void;
-}
+/** What {@link prepare} sets up: a gateway under `wrangler dev --test-scheduled` with its model, and its admin token. */
+export type Prepared = GatewayBench<{ server: Server; completions: () => number }> & { adminToken: string };
 
 /**
  * The set-up, apart from the measurement: a copy of the project, the offline model, the D1 schema and
@@ -169,54 +109,14 @@ export interface Prepared {
  * so that the scheduler's start-up does not add to the wall time.
  */
 export async function prepare(_quick: boolean): Promise<Prepared> {
-  const root = projectRoot(TAG);
-  const tmp = mkdtempSync(join(tmpdir(), "sophie-scheduler-bench-"));
-  const persist = join(tmp, "state");
-  const devVars = join(tmp, "dev.vars");
-  const logFile = join(tmp, "wrangler.log");
   const adminToken = `admin-${crypto.randomUUID().replaceAll("-", "")}`;
-  writeFileSync(devVars, `GATEWAY_ADMIN_TOKEN=${adminToken}\n`);
-  const { SOPHIE_CONFIG: _drop, ...baseEnv } = process.env;
-  const env = { ...baseEnv, SOPHIE_CONFIG: DEV_CONFIG, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
-
-  let model: { server: Server; completions: () => number } | undefined;
-  let child: ChildProcess | undefined;
-  // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group here.
-  const interrupted = () => {
-    if (child?.pid) {
-      try {
-        process.kill(-child.pid, "SIGKILL");
-      } catch {
-        /* already gone */
-      }
-    }
-    rmSync(tmp, { recursive: true, force: true });
-    process.exit(130);
-  };
-  process.once("SIGINT", interrupted);
-  process.once("SIGTERM", interrupted);
-  try {
-    const work = snapshotProject(root, join(tmp, "tree"));
-    model = await startModel(work);
-    await applyD1Migrations(work, env, persist, TAG);
-    const started = await startWranglerDev({
-      tag: TAG,
-      root,
-      cwd: work,
-      args: ["--env-file", devVars, "--persist-to", persist, "--test-scheduled"],
-      env,
-      logFile,
-    });
-    child = started.child;
-    return { tmp, logFile, adminToken, model, started, interrupted };
-  } catch (err) {
-    model?.server.closeAllConnections();
-    if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
-    process.off("SIGINT", interrupted);
-    process.off("SIGTERM", interrupted);
-    console.error(`${TAG}: wrangler's output kept in ${logFile}`);
-    throw err;
-  }
+  const gateway = await startGatewayBench({
+    tag: TAG,
+    devVars: `GATEWAY_ADMIN_TOKEN=${adminToken}\n`,
+    startModel,
+    extraArgs: ["--test-scheduled"],
+  });
+  return { ...gateway, adminToken };
 }
 
 export async function run(quick: boolean, prepared?: Promise<Prepared>) {
@@ -224,7 +124,9 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
   const rounds = 1;
   const warmupDue = 100; // the full run's unrecorded first round
 
-  const { tmp, logFile, adminToken, model, started, interrupted } = await (prepared ?? prepare(quick));
+  const gateway = await (prepared ?? prepare(quick));
+  const { logFile, adminToken, model } = gateway;
+  const started = gateway.dev;
   const dev = started.child;
   const completions = model.completions;
   let ok = false;
@@ -452,13 +354,6 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
     ok = true;
     return result;
   } finally {
-    await stopChild(dev, false); // its directory goes next
-    model.server.closeAllConnections();
-    await new Promise<void>((resolve) => model.server.close(() => resolve()));
-    process.off("SIGINT", interrupted);
-    process.off("SIGTERM", interrupted);
-    // wrangler's output is kept when it helps: after a failure, or with SOPHIE_BENCH_KEEP=1.
-    if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
-    else console.error(`${TAG}: wrangler's output kept in ${logFile}`);
+    await gateway.dispose(ok);
   }
 }

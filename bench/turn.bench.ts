@@ -1,52 +1,8 @@
-/**
- * Chat turns end to end, as a client experiences them (request sent → final
- * answer received): the real Worker under `wrangler dev` (workerd, local
- * Durable Objects, R2 and D1) against the offline model
- * (scripts/local-model.mjs: zero latency, a fixed script, served from this
- * process so that its own time per request can be measured and reported).
- * A turn is `POST /v1/runs` with `Prefer: wait` (one fresh isolated session
- * per run, so every turn also creates its Durable Object), checked: completed,
- * with the expected number of tool calls and model calls.
- *
- * (a) plain reply ("hello": 1 model call), (b) one tool round ("list files":
- * model → fs.list_dir → model, 2 model calls). For each: sequential
- * p50/p95/p99 and turns/s with 8 concurrent clients over a fixed window, with
- * workerd's CPU per turn from /proc (every workerd process of wrangler dev's
- * process group, utime + stime, over the phase ÷ turns). bench/run.mjs divides
- * the rates by the baseline Worker's (bench/baseline.bench.ts, same run) and
- * sets them beside the peer's (Cloudflare's Agents SDK, /work/shared/peers).
- *
- * Also: 8 concurrent conversations, each its own long-lived session, through
- * `POST /v1/chat/completions` (with `user`) and through `POST /v1/chat/messages`
- * + its event stream — turns/s side by side (issue 13's figure); and whether
- * the time per turn grows with the transcript (sequential chat messages in ONE
- * session).
- *
- * wrangler runs from a copy of the project (bench/support/devserver.ts
- * snapshotProject): its build step writes the development config into that
- * copy's src/generated/, and edits elsewhere in the tree cannot reload it.
- */
-import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import {
-  applyD1Migrations,
-  closedLoop,
-  DEV_CONFIG,
-  latencySummary,
-  MODEL_PORT,
-  median,
-  projectRoot,
-  round,
-  sequential,
-  snapshotProject,
-  startWranglerDev,
-  stopChild,
-  type WranglerDev,
-} from "./support/devserver";
+import { closedLoop, type GatewayBench, latencySummary, median, round, sequential, startGatewayBench } from "./support/devserver";
 
 const CONCURRENCY = 8;
 
@@ -60,7 +16,7 @@ interface RunView {
 }
 
 /** The offline model, with the server-side time of every chat completion recorded (arrival → 'finish'). */
-async function startModel(root: string): Promise<{ server: Server; calls: number[] }> {
+async function startModel(root: string, port: number): Promise<{ server: Server; calls: number[] }> {
   // Loaded at run time from the project (a plain .mjs without type declarations; the bench bundle has no relative base).
   const { createLocalModelServer } = (await import(pathToFileURL(join(root, "scripts", "local-model.mjs")).href)) as {
     createLocalModelServer: () => Server;
@@ -82,25 +38,18 @@ async function startModel(root: string): Promise<{ server: Server; calls: number
       reject(
         new Error(
           err.code === "EADDRINUSE"
-            ? `turn bench: 127.0.0.1:${MODEL_PORT} is in use (stop npm start first; ${DEV_CONFIG} points the model there)`
+            ? `turn bench: 127.0.0.1:${port} is in use`
             : `turn bench: the local model cannot listen: ${err.message}`,
         ),
       ),
     );
-    server.listen(MODEL_PORT, "127.0.0.1", () => resolve());
+    server.listen(port, "127.0.0.1", () => resolve());
   });
   return { server, calls };
 }
 
 /** What {@link prepare} sets up: the gateway under `wrangler dev`, its offline model, an API token. */
-export interface Prepared {
-  tmp: string;
-  logFile: string;
-  apiToken: string;
-  model: { server: Server; calls: number[] };
-  dev: WranglerDev;
-  interrupted: () => void;
-}
+export type Prepared = GatewayBench<{ server: Server; calls: number[] }> & { apiToken: string };
 
 /**
  * The set-up, apart from the measurement: a copy of the project, the offline model, the D1 schema and
@@ -108,54 +57,13 @@ export interface Prepared {
  * waits for it before measuring, so an idle gateway is all that runs beside the reference figures.
  */
 export async function prepare(_quick: boolean): Promise<Prepared> {
-  const root = projectRoot("turn bench");
-  const tmp = mkdtempSync(join(tmpdir(), "sophie-turn-bench-"));
-  const persist = join(tmp, "state");
-  const devVars = join(tmp, "dev.vars");
-  const logFile = join(tmp, "wrangler.log");
   const apiToken = `bench-${crypto.randomUUID().replaceAll("-", "")}`; // 38 characters
-  writeFileSync(devVars, `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`);
-  const { SOPHIE_CONFIG: _drop, ...baseEnv } = process.env;
-  const env = { ...baseEnv, SOPHIE_CONFIG: DEV_CONFIG, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
-
-  let model: { server: Server; calls: number[] } | undefined;
-  let child: ChildProcess | undefined;
-  // Ctrl-C mid-run: the finally block would not run, so end wrangler's process group here.
-  const interrupted = () => {
-    if (child?.pid) {
-      try {
-        process.kill(-child.pid, "SIGKILL");
-      } catch {
-        /* already gone */
-      }
-    }
-    rmSync(tmp, { recursive: true, force: true });
-    process.exit(130);
-  };
-  process.once("SIGINT", interrupted);
-  process.once("SIGTERM", interrupted);
-  try {
-    const work = snapshotProject(root, join(tmp, "tree"));
-    model = await startModel(work);
-    await applyD1Migrations(work, env, persist, "turn bench");
-    const dev = await startWranglerDev({
-      tag: "turn bench",
-      root,
-      cwd: work,
-      args: ["--env-file", devVars, "--persist-to", persist],
-      env,
-      logFile,
-    });
-    child = dev.child;
-    return { tmp, logFile, apiToken, model, dev, interrupted };
-  } catch (err) {
-    model?.server.closeAllConnections();
-    if (model) await new Promise<void>((resolve) => (model as { server: Server }).server.close(() => resolve()));
-    process.off("SIGINT", interrupted);
-    process.off("SIGTERM", interrupted);
-    console.error(`turn bench: wrangler's output kept in ${logFile}`);
-    throw err;
-  }
+  const gateway = await startGatewayBench({
+    tag: "turn bench",
+    devVars: `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`,
+    startModel,
+  });
+  return { ...gateway, apiToken };
 }
 
 export async function run(quick: boolean, prepared?: Promise<Prepared>) {
@@ -164,7 +72,8 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
   const seconds = quick ? 2 : 15;
   const sessionTurns = quick ? 0 : 60; // --quick skips the growth check
 
-  const { tmp, logFile, apiToken, model, dev, interrupted } = await (prepared ?? prepare(quick));
+  const gateway = await (prepared ?? prepare(quick));
+  const { logFile, apiToken, model, dev } = gateway;
   const child = dev.child;
   const calls = model.calls;
   let ok = false;
@@ -328,13 +237,6 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
     ok = true;
     return result;
   } finally {
-    await stopChild(child, false); // its directory goes next
-    model.server.closeAllConnections();
-    await new Promise<void>((resolve) => model.server.close(() => resolve()));
-    process.off("SIGINT", interrupted);
-    process.off("SIGTERM", interrupted);
-    // wrangler's output is kept when it helps: after a failure, or with SOPHIE_BENCH_KEEP=1.
-    if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
-    else console.error(`turn bench: wrangler's output kept in ${logFile}`);
+    await gateway.dispose(ok);
   }
 }

@@ -4,8 +4,20 @@
  * stopping a detached `wrangler dev` with everything in its process group.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { closeSync, cpSync, existsSync, openSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer as createNetServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 
 /** The development config the benches run the gateway with (its model is the offline one on 127.0.0.1:8790). */
@@ -282,4 +294,109 @@ export function snapshotProject(root: string, dest: string): string {
   });
   symlinkSync(join(root, "node_modules"), join(dest, "node_modules"), "dir");
   return dest;
+}
+
+/** Points the development config of a project copy at the offline model on `port` (it names MODEL_PORT). */
+function pointModelAt(work: string, port: number): void {
+  const file = join(work, DEV_CONFIG);
+  const text = readFileSync(file, "utf8");
+  const from = `"http://127.0.0.1:${MODEL_PORT}/v1"`;
+  if (!text.includes(from)) throw new Error(`${DEV_CONFIG} no longer names ${from}: the benches cannot move the model`);
+  writeFileSync(file, text.replaceAll(from, `"http://127.0.0.1:${port}/v1"`));
+}
+
+/** A gateway under `wrangler dev` for an end-to-end bench, from {@link startGatewayBench}. */
+export interface GatewayBench<M extends { server: import("node:http").Server }> {
+  tmp: string;
+  logFile: string;
+  model: M;
+  dev: WranglerDev;
+  /**
+   * Ends wrangler (killed: its directory goes next), closes the model, and removes the temporary directory —
+   * kept, with a message, after a failure (`ok` false) or with SOPHIE_BENCH_KEEP=1.
+   */
+  dispose(ok: boolean): Promise<void>;
+}
+
+/**
+ * The set-up every gateway bench shares: a temporary directory with a copy of the project
+ * ({@link snapshotProject}), `dev.vars` with `devVars` (secrets: tokens), the bench's model server
+ * (`startModel(copy, port)`, on a free port that the copy's development config is pointed at — so two gateway
+ * benches can be set up side by side), the D1 schema, and `wrangler dev` with that config and `extraArgs`. Ctrl-C while it exists ends wrangler's process group and removes the
+ * directory. On failure everything started is ended and the log kept.
+ */
+export async function startGatewayBench<M extends { server: import("node:http").Server }>(o: {
+  tag: string;
+  devVars: string;
+  startModel: (work: string, port: number) => Promise<M>;
+  extraArgs?: readonly string[];
+}): Promise<GatewayBench<M>> {
+  const root = projectRoot(o.tag);
+  const tmp = mkdtempSync(join(tmpdir(), `sophie-${o.tag.replaceAll(" ", "-")}-`));
+  const persist = join(tmp, "state");
+  const devVarsFile = join(tmp, "dev.vars");
+  const logFile = join(tmp, "wrangler.log");
+  writeFileSync(devVarsFile, o.devVars);
+  const { SOPHIE_CONFIG: _drop, ...baseEnv } = process.env;
+  const env = { ...baseEnv, SOPHIE_CONFIG: DEV_CONFIG, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
+
+  let model: M | undefined;
+  let child: ChildProcess | undefined;
+  // Ctrl-C mid-run: no finally block would run, so end wrangler's process group here.
+  const interrupted = () => {
+    if (child?.pid) {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }
+    rmSync(tmp, { recursive: true, force: true });
+    process.exit(130);
+  };
+  process.once("SIGINT", interrupted);
+  process.once("SIGTERM", interrupted);
+  const closeModel = async () => {
+    if (!model) return;
+    const server = model.server;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  try {
+    const work = snapshotProject(root, join(tmp, "tree"));
+    const port = await freePort();
+    pointModelAt(work, port);
+    model = await o.startModel(work, port);
+    await applyD1Migrations(work, env, persist, o.tag);
+    const dev = await startWranglerDev({
+      tag: o.tag,
+      root,
+      cwd: work,
+      args: ["--env-file", devVarsFile, "--persist-to", persist, ...(o.extraArgs ?? [])],
+      env,
+      logFile,
+    });
+    child = dev.child;
+    const started = model;
+    return {
+      tmp,
+      logFile,
+      model: started,
+      dev,
+      async dispose(ok) {
+        await stopChild(child, false);
+        await closeModel();
+        process.off("SIGINT", interrupted);
+        process.off("SIGTERM", interrupted);
+        if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
+        else console.error(`${o.tag}: wrangler's output kept in ${logFile}`);
+      },
+    };
+  } catch (err) {
+    await closeModel();
+    process.off("SIGINT", interrupted);
+    process.off("SIGTERM", interrupted);
+    console.error(`${o.tag}: wrangler's output kept in ${logFile}`);
+    throw err;
+  }
 }
