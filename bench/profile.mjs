@@ -21,29 +21,15 @@
 // module. Then (unless --no-measure) the same quick figures as the turn bench,
 // unprofiled: sequential medians, turns/s at 8 concurrent, workerd CPU/turn.
 //
-// The gateway runs from a copy of the project in a temporary directory
-// (node_modules linked), so that neither wrangler's build step (it writes
-// src/generated/) nor anyone editing or building in the working tree meanwhile
-// can change the Worker under measurement.
-import { spawn, spawnSync } from "node:child_process";
-import {
-  closeSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
-import { createServer as createNetServer } from "node:net";
-import { tmpdir } from "node:os";
+// The gateway is set up as the turn bench's is (bench/support/devserver.ts
+// startGatewayBench, bundled here with esbuild): a copy of the project in a
+// temporary directory (node_modules linked), so that neither wrangler's build
+// step (it writes src/generated/) nor anyone editing or building in the working
+// tree meanwhile can change the Worker under measurement.
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import * as esbuild from "esbuild";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 /** Where the Worker runs from: a copy of the project (set below). */
@@ -65,40 +51,20 @@ const source = args.includes("--tree") ? resolve(args[args.indexOf("--tree") + 1
 const WARMUP = 20;
 const CONCURRENCY = 8;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const r1 = (x) => Math.round(x * 10) / 10;
 
-function freePort() {
-  return new Promise((res, rej) => {
-    const probe = createNetServer();
-    probe.unref();
-    probe.on("error", rej);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address();
-      probe.close(() => res(port));
-    });
+/** The bench helpers (bench/support/devserver.ts), bundled with esbuild like bench/run.mjs bundles the benches. */
+async function benchHelpers() {
+  const out = await esbuild.build({
+    entryPoints: [join(root, "bench", "support", "devserver.ts")],
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    write: false,
+    logLevel: "silent",
   });
-}
-
-/** CPU ms (utime + stime) of the workerd processes in a process group, from /proc. */
-function workerdCpuMs(group) {
-  if (!existsSync("/proc/self/stat")) return null;
-  const ticks = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
-  let total = 0;
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    } catch {
-      continue;
-    }
-    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (comm !== "workerd" || Number(fields[2]) !== group) continue;
-    total += ((Number(fields[11]) + Number(fields[12])) / ticks) * 1000;
-  }
-  return total;
+  return import(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0].text).toString("base64")}`);
 }
 
 // ---------------------------------------------------------------- source maps
@@ -310,91 +276,35 @@ function summarize(profile, mapper, requests, label) {
 
 // ---------------------------------------------------------------- main
 
-const tmp = mkdtempSync(join(tmpdir(), "sophie-profile-"));
-const persist = join(tmp, "state");
-const devVars = join(tmp, "dev.vars");
-const logFile = join(tmp, "wrangler.log");
+const { startGatewayBench, workerdCpuMs: cpuOfGroup, clockTicks } = await benchHelpers();
+const workerdCpuMs = (group) => cpuOfGroup(group, clockTicks());
 const apiToken = `bench-${crypto.randomUUID().replaceAll("-", "")}`;
-writeFileSync(devVars, `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`);
-const wrangler = join(root, "node_modules", ".bin", "wrangler");
-const { SOPHIE_CONFIG: _drop, ...baseEnv } = process.env;
-
-let dev;
-let logFd;
-let model;
-const stop = async () => {
-  if (dev?.pid && dev.exitCode === null) {
-    try {
-      process.kill(-dev.pid, "SIGTERM");
-    } catch {}
-    await Promise.race([new Promise((r) => dev.once("exit", r)), sleep(5000)]);
-    try {
-      process.kill(-dev.pid, "SIGKILL");
-    } catch {}
-  }
-};
-process.once("SIGINT", async () => {
-  await stop();
-  rmSync(tmp, { recursive: true, force: true });
-  process.exit(130);
+// The same set-up as the turn bench: a copy of the project (or of --tree), the offline model on a port of its
+// own (the copy's development config points at it), the D1 schema, wrangler dev on free ports.
+const gateway = await startGatewayBench({
+  tag: "profile",
+  devVars: `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`,
+  source,
+  // Not minified (wrangler.toml minifies): readable function names, exact source-map columns.
+  extraArgs: ["--minify=false"],
+  startModel: async (work, port) => {
+    const { createLocalModelServer } = await import(pathToFileURL(join(work, "scripts", "local-model.mjs")).href);
+    const server = createLocalModelServer();
+    await new Promise((res, rej) => {
+      server.once("error", rej);
+      server.listen(port, "127.0.0.1", res);
+    });
+    return { server };
+  },
 });
+tree = join(gateway.tmp, "tree");
+const dev = gateway.dev.child;
+const base = gateway.dev.base;
+const inspectorPort = gateway.dev.inspectorPort;
+const logFile = gateway.logFile;
+let ok = false;
 
 try {
-  tree = join(tmp, "tree");
-  mkdirSync(tree);
-  for (const entry of ["src", "config", "prompts", "scripts", "migrations", "wrangler.toml", "package.json", "tsconfig.json"])
-    if (existsSync(join(source, entry))) cpSync(join(source, entry), join(tree, entry), { recursive: true });
-  symlinkSync(join(root, "node_modules"), join(tree, "node_modules"));
-  // The offline model on a free port, through a copy of the dev config pointing at it (no clash with npm start).
-  const { createLocalModelServer } = await import(pathToFileURL(join(root, "scripts", "local-model.mjs")).href);
-  model = createLocalModelServer();
-  const modelPort = await freePort();
-  await new Promise((res) => model.listen(modelPort, "127.0.0.1", res));
-  const configFile = join(tmp, "gateway.profile.json5");
-  const devConfig = readFileSync(join(root, "config", "gateway.dev.json5"), "utf8");
-  if (!devConfig.includes("http://127.0.0.1:8790/v1"))
-    throw new Error("profile: config/gateway.dev.json5 no longer points at 127.0.0.1:8790");
-  writeFileSync(configFile, devConfig.replace("http://127.0.0.1:8790/v1", `http://127.0.0.1:${modelPort}/v1`));
-  const env = { ...baseEnv, SOPHIE_CONFIG: configFile, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
-
-  const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], {
-    cwd: tree,
-    env,
-    encoding: "utf8",
-  });
-  if (migrate.status !== 0) throw new Error(`profile: D1 migrations failed:\n${migrate.stdout}${migrate.stderr}`);
-
-  const port = await freePort();
-  const inspectorPort = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  logFd = openSync(logFile, "w");
-  dev = spawn(
-    wrangler,
-    [
-      "dev",
-      "--ip",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--inspector-port",
-      String(inspectorPort),
-      "--env-file",
-      devVars,
-      "--persist-to",
-      persist,
-    ],
-    { cwd: tree, env, stdio: ["ignore", logFd, logFd], detached: true },
-  );
-  const t0 = performance.now();
-  for (;;) {
-    if (dev.exitCode !== null) throw new Error(`profile: wrangler dev exited:\n${readFileSync(logFile, "utf8")}`);
-    if (performance.now() - t0 > 90_000) throw new Error(`profile: no /healthz within 90 s:\n${readFileSync(logFile, "utf8")}`);
-    const res = await fetch(`${base}/healthz`).catch(() => null);
-    await res?.arrayBuffer();
-    if (res?.status === 200) break;
-    await sleep(250);
-  }
-
   const auth = { authorization: `Bearer ${apiToken}`, "content-type": "application/json" };
   const healthz = async () => {
     const t = performance.now();
@@ -501,11 +411,7 @@ try {
     .split("\n")
     .filter((l) => /"level":"(warn|error)"|\[ERROR\]|✘/.test(l));
   for (const l of problems.slice(0, 5)) console.error(`profile: wrangler log: ${l.slice(0, 300)}`);
+  ok = true;
 } finally {
-  await stop();
-  if (logFd !== undefined) closeSync(logFd);
-  model?.closeAllConnections?.();
-  model?.close();
-  if (!process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
-  else console.error(`profile: kept ${tmp}`);
+  await gateway.dispose(ok);
 }

@@ -287,12 +287,12 @@ const SNAPSHOT_SKIP = new Set([".git", ".wrangler", "node_modules", "dist", "tes
  * (another build, test run or editor) a run could otherwise switch config or code halfway through. The
  * figures are those of the tree as it was when the bench started.
  */
-export function snapshotProject(root: string, dest: string): string {
+export function snapshotProject(root: string, dest: string, modulesFrom = root): string {
   cpSync(root, dest, {
     recursive: true,
     filter: (src) => !SNAPSHOT_SKIP.has(relative(root, src)),
   });
-  symlinkSync(join(root, "node_modules"), join(dest, "node_modules"), "dir");
+  symlinkSync(join(modulesFrom, "node_modules"), join(dest, "node_modules"), "dir");
   return dest;
 }
 
@@ -330,6 +330,8 @@ export async function startGatewayBench<M extends { server: import("node:http").
   devVars: string;
   startModel: (work: string, port: number) => Promise<M>;
   extraArgs?: readonly string[];
+  /** Another copy of the project to run (node_modules stay this project's); the project itself by default. */
+  source?: string;
 }): Promise<GatewayBench<M>> {
   const root = projectRoot(o.tag);
   const tmp = mkdtempSync(join(tmpdir(), `sophie-${o.tag.replaceAll(" ", "-")}-`));
@@ -363,7 +365,7 @@ export async function startGatewayBench<M extends { server: import("node:http").
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
   try {
-    const work = snapshotProject(root, join(tmp, "tree"));
+    const work = snapshotProject(o.source ?? root, join(tmp, "tree"), root);
     const port = await freePort();
     pointModelAt(work, port);
     model = await o.startModel(work, port);
