@@ -332,6 +332,58 @@ describe("POST /v1/chat/completions through the official openai SDK", () => {
   });
 });
 
+describe("Idempotency-Key on /v1/chat/completions", () => {
+  it("a repeat with the same key and body replays the answer (Idempotent-Replayed: true): one run, one model call, one user message", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "only once" }, { content: "SHOULD NOT BE CALLED" }]);
+    const app = appFor(configFor(host));
+    const key = `key-${crypto.randomUUID()}`;
+    const body = { model: "agent:main", user: "idem-user", messages: [{ role: "user" as const, content: "do it once" }] };
+    const first = await sdk(app)
+      .chat.completions.create(body, { headers: { "Idempotency-Key": key } })
+      .withResponse();
+    const again = await sdk(app)
+      .chat.completions.create(body, { headers: { "Idempotency-Key": key } })
+      .withResponse();
+    expect(first.data.choices[0]?.message.content).toBe("only once");
+    expect(again.data).toEqual(first.data);
+    expect(again.response.headers.get("Idempotent-Replayed")).toBe("true");
+    expect(await bodiesSentTo(host)).toHaveLength(1);
+    const sessionId = (await runDetail(app, first.data.id.slice("chatcmpl-".length))).events[0].payload.session_id as string;
+    const messages = (await call(app, "GET", `/api/admin/chat/sessions/${sessionId}/messages`, undefined, ADMIN)).body.messages as {
+      role: string;
+    }[];
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+    // The same key with another body is refused, in OpenAI's shape.
+    const other = await sdkError(
+      sdk(app).chat.completions.create(
+        { ...body, messages: [{ role: "user", content: "something else" }] },
+        { headers: { "Idempotency-Key": key } },
+      ),
+    );
+    expect(other.status).toBe(422);
+    expect(other.error).toMatchObject({ type: "invalid_request_error", code: "idempotency.mismatch" });
+  });
+
+  it("a streamed request with a key is answered as a stream, not held back; the key is released (streams are not kept)", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "stream one" }, { content: "stream two" }]);
+    const app = appFor(configFor(host));
+    const key = `key-${crypto.randomUUID()}`;
+    const body = JSON.stringify({ model: "agent:main", messages: [{ role: "user", content: "x" }], stream: true });
+    const one = await raw(app, "POST", "/v1/chat/completions", body, { "Idempotency-Key": key });
+    const two = await raw(app, "POST", "/v1/chat/completions", body, { "Idempotency-Key": key });
+    expect(one.text).toContain('"content":"stream one"');
+    expect(two.headers.get("Idempotent-Replayed")).toBeNull();
+    expect(
+      two.text
+        .split("\n\n")
+        .filter((e) => e !== "")
+        .at(-1),
+    ).toBe("data: [DONE]");
+  });
+});
+
 describe("bad requests and OpenAI's error shape on /v1/chat/completions and /v1/models", () => {
   it("each refusal is {error:{message,type,code}} exactly, with the gateway's code; nothing is queued", async () => {
     const host = uniqueHost("script");

@@ -1,6 +1,7 @@
 /**
  * The `Idempotency-Key` request header (draft-ietf-httpapi-idempotency-key-header;
- * DESIGN "Idempotency") for `POST /v1/runs` and `POST /v1/chat/messages`.
+ * DESIGN "Idempotency") for `POST /v1/runs`, `POST /v1/chat/messages` and
+ * `POST /v1/chat/completions`.
  *
  * - No header: nothing changes.
  * - The key is 1–255 visible ASCII characters, sent bare or as a structured-field
@@ -12,9 +13,10 @@
  *   `http.idempotency.retentionSeconds`. A repeat with the same body replays it
  *   (header `Idempotent-Replayed: true`); a repeat while the first is in flight is
  *   `409 conflict`; the same key with a different body is `422 idempotency.mismatch`.
- * - Not stored: 5xx answers, errors that escape the error funnel, and 429 refusals
- *   (nothing was done and `Retry-After` says when to come back). The key is released
- *   so the client can retry.
+ * - Not stored: 5xx answers, errors that escape the error funnel, 429 refusals
+ *   (nothing was done and `Retry-After` says when to come back), and event streams
+ *   (`POST /v1/chat/completions` with `stream: true`). The key is released so the
+ *   client can retry.
  * - A Worker that dies mid-request leaves the key in flight; after a minute the next
  *   repeat takes it over. Routes derive their run's dispatch key from the attempt
  *   token set here (`c.get("idempotency")`), so every re-attempt of one use of a key
@@ -166,7 +168,8 @@ export function idempotencyKey(): MiddlewareHandler<AppEnv> {
       throw err;
     }
     const res = c.res;
-    if (!storable(res.status)) {
+    // A stream is not kept: storing it would mean holding the whole answer back until it ends. Its key is released.
+    if (!storable(res.status) || res.headers.get("Content-Type")?.startsWith("text/event-stream")) {
       await release(c, () => stub.abandon(scope, key));
       return;
     }

@@ -22,6 +22,7 @@ import type { SessionDO } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyKey } from "./idempotency-key";
 import { type AppEnv, createRouter, requireJsonBody } from "./router";
 
 /** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
@@ -48,15 +49,28 @@ const postCompletion = createRoute({
     "is authoritative); `user` names the conversation, without it each request is an isolated run. Client tools are refused; " +
     "system messages become labelled user content or are refused (`openai.systemMessages`). With `stream: true` the answer " +
     "comes as `chat.completion.chunk` events ending in `data: [DONE]`. A run waiting for an approval, or still running after " +
-    "`openai.waitSeconds`, is answered at once with its run id (`GET /v1/runs/{run_id}`). Errors are OpenAI's shape.",
-  middleware: [requireScope("api"), requireJsonBody] as const,
-  request: { body: { required: true, content: { "application/json": { schema: ChatCompletionRequest } } } },
+    "`openai.waitSeconds`, is answered at once with its run id (`GET /v1/runs/{run_id}`). Errors are OpenAI's shape. " +
+    "Without `stream`, " +
+    IDEMPOTENCY_DESCRIPTION,
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
+  request: {
+    body: { required: true, content: { "application/json": { schema: ChatCompletionRequest } } },
+    headers: z.object({ "idempotency-key": IdempotencyKeyHeader }),
+  },
   responses: {
     200: {
       description: "The answer (`chat.completion`), or with `stream: true` Server-Sent Events of `chat.completion.chunk`",
       content: { "application/json": { schema: ChatCompletion }, "text/event-stream": { schema: z.string() } },
     },
     ...openAiErrors,
+    409: {
+      description: "A request with this Idempotency-Key is still in flight",
+      content: { "application/json": { schema: OpenAIErrorSchema } },
+    },
+    422: {
+      description: "This Idempotency-Key was used for a different request",
+      content: { "application/json": { schema: OpenAIErrorSchema } },
+    },
   },
 });
 
@@ -113,7 +127,11 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
   const callerId = principal?.scope === "api" ? principal.callerId : "admin";
   const agent = config.agents[turn.agentId] as (typeof config.agents)[string];
   await refuseWhenApprovalsBacklogged(c.env.DB, turn.agentId, config.tools.policy.approvals.maxPendingPerAgent);
-  const peer = turn.user === null ? `run:${crypto.randomUUID().replaceAll("-", "")}` : `dm:${turn.user}`;
+  // Under an Idempotency-Key, a re-attempt reaches the same session (the nonce is the key's attempt token) and the
+  // same run (its dispatch key), so the turn is not taken twice.
+  const idempotency = c.get("idempotency");
+  const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
+  const peer = turn.user === null ? `run:${nonce}` : `dm:${turn.user}`;
   const key = parseSessionKey(`agent:${turn.agentId}:openai:${callerId}:${peer}`);
   if (!key.ok) throw new GatewayError("invalid.request", key.error);
   const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
@@ -125,6 +143,7 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
       limits: agent.session,
       spec: buildRunSpec(config, turn.agentId, "openai", c.get("configSource")),
       callerId,
+      ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     },
     firstWaitMs,
     { untilPaused: true },
