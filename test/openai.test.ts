@@ -384,6 +384,24 @@ describe("Idempotency-Key on /v1/chat/completions", () => {
   });
 });
 
+describe("a failed run answers with its own failure code", () => {
+  it("more tool rounds than runs.maxToolRounds → 400 invalid.request, the run's message, the run id in X-Run-Id", async () => {
+    const host = uniqueHost("script");
+    const echo = (id: string) => ({ tool_calls: [{ id, name: "test__echo", arguments: '{"text":"again"}' }] });
+    await scriptProvider(host, [echo("e1"), echo("e2")]);
+    const app = appFor(configFor(host, undefined, { runs: { maxToolRounds: 1 } }));
+    const err = await sdkError(sdk(app).chat.completions.create({ model: "agent:main", messages: [{ role: "user", content: "loop" }] }));
+    const runId = err.headers?.get("X-Run-Id") as string;
+    expect(err.status).toBe(400);
+    expect(err.error).toEqual({
+      message: `run ${runId} failed: the model asked for more tool rounds than this run allows (runs.maxToolRounds = 1)`,
+      type: "invalid_request_error",
+      code: "invalid.request",
+    });
+    expect((await call(app, "GET", `/v1/runs/${runId}`)).body.status).toBe("failed");
+  });
+});
+
 describe("bad requests and OpenAI's error shape on /v1/chat/completions and /v1/models", () => {
   it("each refusal is {error:{message,type,code}} exactly, with the gateway's code; nothing is queued", async () => {
     const host = uniqueHost("script");

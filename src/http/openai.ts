@@ -21,7 +21,7 @@ import { formatSessionKey, parseSessionKey, sessionObjectName } from "../session
 import type { SessionDO } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
+import { ERROR_CODES, type ErrorCode, GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyKey } from "./idempotency-key";
 import { type AppEnv, createRouter, requireJsonBody } from "./router";
 
@@ -101,8 +101,9 @@ function outcomeOf(done: Done | null, runId: string, waitSeconds: number): Outco
   if (done.finished) {
     if (done.view.status === "completed") return { content: done.view.output, usage };
     if (done.view.status === "cancelled") return { error: new GatewayError("gone", `run ${runId} was cancelled before it finished`) };
+    // The run's own failure code (the same as in its run.failed event), with that code's status.
     const code = done.error?.code;
-    const known = code === "provider.unavailable" || code === "over_budget" || code === "timeout" ? code : "internal.error";
+    const known: ErrorCode = code !== undefined && Object.hasOwn(ERROR_CODES, code) ? (code as ErrorCode) : "internal.error";
     return { error: new GatewayError(known, `run ${runId} failed: ${done.error?.message ?? done.view.output}`) };
   }
   if (done.paused) {
