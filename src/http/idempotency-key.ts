@@ -45,17 +45,15 @@ export const IDEMPOTENCY_DESCRIPTION =
   "`Idempotent-Replayed: true`; 409 while the first is still in flight, 422 `idempotency.mismatch` for a different body. " +
   "Keys are the caller's own and are kept `http.idempotency.retentionSeconds` (default one day); 5xx and 429 answers are not kept.";
 
-/** For the routes' OpenAPI responses. */
-export const idempotencyErrors = {
-  409: {
-    description: "A request with this Idempotency-Key is still in flight",
-    content: { "application/json": { schema: ErrorEnvelopeSchema } },
-  },
-  422: {
-    description: "This Idempotency-Key was used for a different request",
-    content: { "application/json": { schema: ErrorEnvelopeSchema } },
-  },
-} as const;
+/** For the routes' OpenAPI responses, with the route's error schema (the S3 envelope, or OpenAI's on its routes). */
+export function idempotencyErrorsIn<S extends z.ZodType>(schema: S) {
+  return {
+    409: { description: "A request with this Idempotency-Key is still in flight", content: { "application/json": { schema } } },
+    422: { description: "This Idempotency-Key was used for a different request", content: { "application/json": { schema } } },
+  } as const;
+}
+
+export const idempotencyErrors = idempotencyErrorsIn(ErrorEnvelopeSchema);
 
 /** What a route needs to make its effect idempotent under the key. */
 export interface IdempotencyContext {

@@ -22,7 +22,7 @@ import type { SessionDO } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { ERROR_CODES, type ErrorCode, GatewayError } from "./errors";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyKey } from "./idempotency-key";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "./idempotency-key";
 import { type AppEnv, createRouter, requireJsonBody } from "./router";
 
 /** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
@@ -63,14 +63,7 @@ const postCompletion = createRoute({
       content: { "application/json": { schema: ChatCompletion }, "text/event-stream": { schema: z.string() } },
     },
     ...openAiErrors,
-    409: {
-      description: "A request with this Idempotency-Key is still in flight",
-      content: { "application/json": { schema: OpenAIErrorSchema } },
-    },
-    422: {
-      description: "This Idempotency-Key was used for a different request",
-      content: { "application/json": { schema: OpenAIErrorSchema } },
-    },
+    ...idempotencyErrorsIn(OpenAIErrorSchema),
   },
 });
 
