@@ -16,8 +16,10 @@
  * the slowest one at 1 MiB and its ratio to the mixed-text 1 MiB.
  * Bundled and run in Node by bench/run.mjs; V8's irregexp is workerd's engine too.
  */
+
 import { redactPersonalData, redactText, secretValuesFromEnv } from "../src/security/redact";
 import { isSecretFieldName, SECRET_VALUE_PATTERNS } from "../src/security/secret-patterns";
+import { mulberry32 } from "../test/support/prng";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -35,17 +37,8 @@ const ENV = {
 };
 const SECRETS = secretValuesFromEnv(ENV);
 
-/** Deterministic PRNG (mulberry32), so every run redacts the same text. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG, so every run redacts the same text. */
+const prng = mulberry32;
 
 function randomChars(alphabet: string, n: number, seed: number): string {
   const rnd = prng(seed);

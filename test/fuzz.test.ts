@@ -19,6 +19,7 @@ import { isOpenAiPath } from "../src/openai/wire";
 import { RUNNING_INDEX_DELAY_MS } from "../src/runs/engine";
 import type { SessionDO } from "../src/sessions/SessionDO";
 import { runConfig, uniqueHost } from "./support/config";
+import { mulberry32 } from "./support/prng";
 import { ADMIN, ALICE, type App, appFor, call, until } from "./support/runs";
 
 const SEED = 0x12_04_f0_22;
@@ -40,16 +41,6 @@ const MAX_BODY = config.http.maxBodyBytes;
 // ---------------------------------------------------------------------------------------------------------------
 // Seeded randomness
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rand = mulberry32(SEED);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
 const int = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
