@@ -141,6 +141,8 @@ describe("ISSUE20-§1 callers never share a conversation", () => {
     const app = appFor(runConfig(uniqueHost("script")));
     const res = await say(app, BOB, `alice~${room()}`, "hi");
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: { code: "invalid.request", message: "room_id: 1-128 characters of letters, digits and + . _ @ = -" } });
+    expect(res.body).toEqual({
+      error: { code: "invalid.request", message: "room_id: 1-128 characters of letters, digits and + . _ @ = -" },
+    });
   });
 });

@@ -52,7 +52,7 @@ describe("session key grammar", () => {
     }
   });
 
-  it("HTTP chat maps to agent:{agent_id}:http:{caller}~{room_id}:dm:{user_id} (S3 §5, DESIGN \"Session keys\")", () => {
+  it('HTTP chat maps to agent:{agent_id}:http:{caller}~{room_id}:dm:{user_id} (S3 §5, DESIGN "Session keys")', () => {
     const r = httpChatSessionKey("main", "alice", "dev-room", "123456");
     if (!r.ok) throw new Error(r.error);
     expect(formatSessionKey(r.key)).toBe("agent:main:http:alice~dev-room:dm:123456");
@@ -105,7 +105,10 @@ describe("ISSUE20-§1 the HTTP chat key carries the caller, unambiguously", () =
     expect(parseSessionKey("agent:main:telegram:alice~lobby:dm:u")).toEqual({ ok: false, error: "invalid account id in session key" });
     expect(parseSessionKey("agent:main:http:ali@ce~lobby:dm:u")).toEqual({ ok: false, error: "invalid account id in session key" });
     expect(parseSessionKey("agent:main:http:alice~lob~by:dm:u")).toEqual({ ok: false, error: "invalid account id in session key" });
-    expect(parseSessionKey(`agent:main:http:${"a".repeat(65)}~lobby:dm:u`)).toEqual({ ok: false, error: "invalid account id in session key" });
+    expect(parseSessionKey(`agent:main:http:${"a".repeat(65)}~lobby:dm:u`)).toEqual({
+      ok: false,
+      error: "invalid account id in session key",
+    });
   });
 });
 
