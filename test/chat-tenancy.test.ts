@@ -62,6 +62,11 @@ describe("ISSUE20-§1 callers never share a conversation", () => {
       [`agent:main:http:alice~${r}:dm:u1`, r],
       [`agent:main:http:bob~${r}:dm:u1`, r],
     ]);
+    // A room id cannot name another caller's key: `~` is not allowed in one.
+    expect(await say(app, BOB, `alice~${r}`, "hi")).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid.request", message: "room_id: 1-128 characters of letters, digits and + . _ @ = -" } },
+    });
   });
 
   it("ISSUE20-§1 one caller's /new leaves the other caller's session untouched", async () => {
@@ -135,14 +140,5 @@ describe("ISSUE20-§1 callers never share a conversation", () => {
     );
     expect(transcript.status).toBe(200);
     expect(JSON.parse((await transcript.text()).trim()).content).toBe("legacy history: the vault code is 7311");
-  });
-
-  it("ISSUE20-§1 a room id cannot smuggle another caller's key: `~` is refused in room ids (400)", async () => {
-    const app = appFor(runConfig(uniqueHost("script")));
-    const res = await say(app, BOB, `alice~${room()}`, "hi");
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({
-      error: { code: "invalid.request", message: "room_id: 1-128 characters of letters, digits and + . _ @ = -" },
-    });
   });
 });

@@ -94,7 +94,8 @@ describe("ISSUE20-§1 the HTTP chat key carries the caller, unambiguously", () =
 
   it("ISSUE20-§1 the longest caller (64) with the longest room (128) still makes a valid key", () => {
     const r = httpChatSessionKey("main", "a".repeat(64), "r".repeat(128), "u".repeat(128));
-    expect(r.ok).toBe(true);
+    if (!r.ok) throw new Error(r.error);
+    expect(formatSessionKey(r.key)).toBe(`agent:main:http:${"a".repeat(64)}~${"r".repeat(128)}:dm:${"u".repeat(128)}`);
   });
 
   it("ISSUE20-§1 no new key can equal a legacy room-only key: `~` is in no legacy account id, and only HTTP chat accepts it", () => {
