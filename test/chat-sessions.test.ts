@@ -54,7 +54,7 @@ async function admin(path: string) {
 const room = () => `room-${crypto.randomUUID().slice(0, 8)}`;
 
 describe("POST /v1/chat/messages (S3 §5)", () => {
-  it("US-CHAT-001 answers 202 {id, status:'queued', session_id} and queues a run in agent:{agent_id}:http:{room_id}:dm:{user_id}", async () => {
+  it("US-CHAT-001 answers 202 {id, status:'queued', session_id} and queues a run in agent:{agent_id}:http:{caller}~{room_id}:dm:{user_id}", async () => {
     const r = room();
     const res = await send({ user_id: "123456", room_id: r, agent_id: "main", message: "Summarize today updates" });
     expect(res.status).toBe(202);
@@ -62,7 +62,7 @@ describe("POST /v1/chat/messages (S3 §5)", () => {
     expect(res.body.id).toMatch(/^run_[0-9a-f]{80}$/);
     expect(res.body.status).toBe("queued");
     expect(res.body.session_id).toMatch(/^ses_[0-9a-f]{32}$/);
-    const stub = env.SESSIONS.getByName(`agent:main:http:${r}:dm:123456`);
+    const stub = env.SESSIONS.getByName(`agent:main:http:alice~${r}:dm:123456`);
     expect(await stub.run(res.body.id)).toMatchObject({
       id: res.body.id,
       session_id: res.body.session_id,
@@ -129,7 +129,7 @@ describe("/new and /resume (session generations)", () => {
     expect(fresh.body.response).toBe(
       `Started a new session. The previous one (${first.body.session_id}) is archived; /resume ${first.body.session_id} brings it back.`,
     );
-    const key = `agents/main/sessions/agent:main:http:${r}:dm:u2/${first.body.session_id}.jsonl`;
+    const key = `agents/main/sessions/agent:main:http:alice~${r}:dm:u2/${first.body.session_id}.jsonl`;
     const archived = await env.AUDIT.get(key);
     expect(archived).not.toBeNull();
     const rows = parseJsonl(await (archived as R2ObjectBody).text());
@@ -174,7 +174,7 @@ describe("/new and /resume (session generations)", () => {
     const r = room();
     const first = await send({ user_id: "u7", room_id: r, agent_id: "main", message: "keep me" });
     // Occupy the archive key: the create-only write cannot succeed.
-    await env.AUDIT.put(`agents/main/sessions/agent:main:http:${r}:dm:u7/${first.body.session_id}.jsonl`, "someone else's bytes");
+    await env.AUDIT.put(`agents/main/sessions/agent:main:http:alice~${r}:dm:u7/${first.body.session_id}.jsonl`, "someone else's bytes");
     const res = await send({ user_id: "u7", room_id: r, agent_id: "main", message: "/new" });
     expect(res).toEqual({
       status: 503,
@@ -182,7 +182,7 @@ describe("/new and /resume (session generations)", () => {
     });
     const again = await send({ user_id: "u7", room_id: r, agent_id: "main", message: "still here" });
     expect(again.body.session_id).toBe(first.body.session_id);
-    const stub = env.SESSIONS.getByName(`agent:main:http:${r}:dm:u7`);
+    const stub = env.SESSIONS.getByName(`agent:main:http:alice~${r}:dm:u7`);
     expect((await stub.messages(first.body.session_id))?.map((m) => m.content)).toEqual(["keep me", "still here"]);
   });
 });
@@ -192,7 +192,7 @@ describe("transcript storage", () => {
     const r = room();
     const a = await send({ user_id: "u8", room_id: r, agent_id: "main", message: "línea uno ✓ 中文" });
     await send({ user_id: "u8", room_id: r, agent_id: "main", message: 'quotes " and \\ backslashes\nnewline' });
-    const stub = env.SESSIONS.getByName(`agent:main:http:${r}:dm:u8`);
+    const stub = env.SESSIONS.getByName(`agent:main:http:alice~${r}:dm:u8`);
     const jsonl = (await stub.exportTranscript(a.body.session_id)) as string;
     expect(jsonl.split("\n")).toHaveLength(3);
     expect(jsonl.endsWith("\n")).toBe(true);
@@ -214,7 +214,7 @@ describe("transcript storage", () => {
   it("eviction loses nothing", async () => {
     const r = room();
     const a = await send({ user_id: "u9", room_id: r, agent_id: "main", message: "one" });
-    const stub = env.SESSIONS.getByName(`agent:main:http:${r}:dm:u9`);
+    const stub = env.SESSIONS.getByName(`agent:main:http:alice~${r}:dm:u9`);
     await evictDurableObject(stub);
     await send({ user_id: "u9", room_id: r, agent_id: "main", message: "two" });
     await evictDurableObject(stub);
@@ -228,7 +228,7 @@ describe("transcript storage", () => {
     let sessionId = "";
     for (let i = 1; i <= 5; i++)
       sessionId = (await send({ user_id: "u10", room_id: r, agent_id: "main", message: `turn ${i}` }, ALICE, limited)).body.session_id;
-    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:${r}:dm:u10/` });
+    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:alice~${r}:dm:u10/` });
     expect(listed.objects.length).toBeGreaterThanOrEqual(1);
     const archivedContents: string[] = [];
     for (const o of listed.objects)
@@ -247,7 +247,7 @@ describe("transcript storage", () => {
       agent_id: "main",
       message: `my key is sk-abcdefghijklmnopqrstuvwxyz012345 and the admin token ${ADMIN}`,
     });
-    const stub = env.SESSIONS.getByName(`agent:main:http:${r}:dm:u11`);
+    const stub = env.SESSIONS.getByName(`agent:main:http:alice~${r}:dm:u11`);
     const [row] = (await stub.messages(a.body.session_id)) ?? [];
     expect(row?.content).toBe("my key is [REDACTED:openai_style_key] and the admin token [REDACTED:secret]");
     expect(row?.redactions).toEqual(["content"]);
@@ -262,7 +262,7 @@ describe("admin session views", () => {
     expect(res.status).toBe(200);
     expect(res.body.sessions).toEqual([
       {
-        session_key: `agent:main:http:${r}:dm:filter-user`,
+        session_key: `agent:main:http:alice~${r}:dm:filter-user`,
         agent_id: "main",
         channel: "http",
         room_id: r,
@@ -282,7 +282,7 @@ describe("admin session views", () => {
     await send({ user_id: "u12", room_id: r, agent_id: "main", message: "second" });
     const res = await admin(`/api/admin/chat/sessions/${a.body.session_id}/messages`);
     expect(res.status).toBe(200);
-    expect(res.body.session_key).toBe(`agent:main:http:${r}:dm:u12`);
+    expect(res.body.session_key).toBe(`agent:main:http:alice~${r}:dm:u12`);
     expect(res.body.messages.map((m: Record<string, unknown>) => Object.keys(m))).toEqual([
       ["seq", "role", "content", "ts", "run_id", "tool_name", "tool_call_id"],
       ["seq", "role", "content", "ts", "run_id", "tool_name", "tool_call_id"],
@@ -390,7 +390,7 @@ describe("maxBytes", () => {
       (await admin(`/api/admin/chat/sessions/${sessionId}/messages`)).body.messages.map((m: { content: string }) => m.content[0]),
     ).toEqual(["1", "2", "3", "4", "5", "6"]);
     // Six messages of 1002 bytes against maxBytes 4096: the two oldest went to R2, four (4008 bytes) stay live.
-    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:${r}:dm:ub/` });
+    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:alice~${r}:dm:ub/` });
     const archived: string[] = [];
     for (const o of listed.objects.filter((x) => x.key.includes(".part-"))) {
       archived.push(...parseJsonl(await ((await env.AUDIT.get(o.key)) as R2ObjectBody).text()).map((m) => m.content[0] as string));

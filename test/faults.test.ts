@@ -18,7 +18,7 @@ import { ADMIN, type App, appFor, call, runDetail, until, waitForRun } from "./s
 
 const label = () => crypto.randomUUID().slice(0, 8);
 const today = () => new Date().toISOString().slice(0, 10);
-const sessionKey = (agentId: string, room: string, user: string) => `agent:${agentId}:http:${room}:dm:${user}`;
+const sessionKey = (agentId: string, room: string, user: string) => `agent:${agentId}:http:alice~${room}:dm:${user}`;
 
 /** A chat turn through POST /v1/chat/messages: its run id and session id. */
 async function say(app: App, agentId: string, room: string, message: string, user = "u") {

@@ -322,7 +322,7 @@ describe("Idempotency-Key on POST /v1/chat/messages", () => {
   const room = () => `room-${crypto.randomUUID().slice(0, 8)}`;
 
   async function chatRuns(agent: string, roomId: string, userId: string): Promise<number> {
-    const key = httpChatSessionKey(agent, roomId, userId);
+    const key = httpChatSessionKey(agent, "alice", roomId, userId); // the requests below are alice's
     if (!key.ok) throw new Error(key.error);
     return runInDurableObject(env.SESSIONS.getByName(sessionObjectName(key.key)), (_i, state: DurableObjectState) =>
       Number(state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM runs").one().n),

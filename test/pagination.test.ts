@@ -374,7 +374,7 @@ describe("Lists: GET /api/admin/chat/sessions/{session_id}/messages (transcript 
     const room = `pg-msg-${suffix()}`;
     let sessionId = "";
     for (const n of [1, 2, 3, 4, 5]) sessionId = (await chat(chats, room, `m${n}`)).session_id;
-    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:${room}:dm:pager/` });
+    const listed = await env.AUDIT.list({ prefix: `agents/main/sessions/agent:main:http:alice~${room}:dm:pager/` });
     expect(listed.objects.length).toBeGreaterThanOrEqual(1); // older turns live in R2 now
     const { pages, cursors } = await walk(`/api/admin/chat/sessions/${sessionId}/messages`, "messages", { on: chats });
     expect(pages.map(texts)).toEqual([["m1", "m2"], ["m3", "m4"], ["m5"]]);

@@ -4,7 +4,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { formatSessionKey, httpChatSessionKey, parseSessionKey, sessionObjectName } from "../src/sessions/keys";
+import { formatSessionKey, httpChatAccount, httpChatSessionKey, parseSessionKey, sessionObjectName } from "../src/sessions/keys";
 
 describe("session key grammar", () => {
   it("US-SESSION-001 S1 §5.1's examples parse", () => {
@@ -52,13 +52,63 @@ describe("session key grammar", () => {
     }
   });
 
-  it("HTTP chat maps to agent:{agent_id}:http:{room_id}:dm:{user_id} (S3 §5)", () => {
-    const r = httpChatSessionKey("main", "dev-room", "123456");
+  it('HTTP chat maps to agent:{agent_id}:http:{caller}~{room_id}:dm:{user_id} (S3 §5, DESIGN "Session keys")', () => {
+    const r = httpChatSessionKey("main", "alice", "dev-room", "123456");
     if (!r.ok) throw new Error(r.error);
-    expect(formatSessionKey(r.key)).toBe("agent:main:http:dev-room:dm:123456");
-    expect(httpChatSessionKey("main", "dev:room", "1")).toEqual({
+    expect(formatSessionKey(r.key)).toBe("agent:main:http:alice~dev-room:dm:123456");
+    expect(httpChatSessionKey("main", "alice", "dev:room", "1")).toEqual({
       ok: false,
       error: "session key must be agent:{agentId}:main or agent:{agentId}:{channel}:{accountId}:{scope}:{peerId}",
+    });
+  });
+});
+
+describe("ISSUE20-§1 the HTTP chat key carries the caller, unambiguously", () => {
+  // Caller ids are [A-Za-z0-9_.-]{1,64} (src/http/auth.ts), room ids KEY_PART; pairs built to collide under a
+  // naive join: a separator-like character moved from the caller's end to the room's start, and the reverse.
+  const pairs: [string, string][] = [
+    ["alice", "lobby"],
+    ["alice.x", "lobby"],
+    ["alice", "x.lobby"],
+    ["alice-", "lobby"],
+    ["alice", "-lobby"],
+    ["alice_", "lobby"],
+    ["alice", "_lobby"],
+    ["al", "ice@lobby"],
+    ["alice", "@lobby"],
+    ["bob", "alice@lobby"],
+    ["a".repeat(64), "r".repeat(128)],
+  ];
+
+  it("ISSUE20-§1 no two (caller, room) pairs map to the same key, and each key reads back as its own pair", () => {
+    const keys = pairs.map(([caller, roomId]) => {
+      const r = httpChatSessionKey("main", caller, roomId, "u1");
+      if (!r.ok) throw new Error(r.error);
+      const text = formatSessionKey(r.key);
+      expect(parseSessionKey(text)).toEqual(r);
+      expect(r.key.kind === "scoped" && httpChatAccount(r.key.accountId)).toEqual({ callerId: caller, roomId });
+      return text;
+    });
+    expect(new Set(keys).size).toBe(pairs.length);
+  });
+
+  it("ISSUE20-§1 the longest caller (64) with the longest room (128) still makes a valid key", () => {
+    const r = httpChatSessionKey("main", "a".repeat(64), "r".repeat(128), "u".repeat(128));
+    if (!r.ok) throw new Error(r.error);
+    expect(formatSessionKey(r.key)).toBe(`agent:main:http:${"a".repeat(64)}~${"r".repeat(128)}:dm:${"u".repeat(128)}`);
+  });
+
+  it("ISSUE20-§1 no new key can equal a legacy room-only key: `~` is in no legacy account id, and only HTTP chat accepts it", () => {
+    // A legacy key's account is a plain KEY_PART (no `~`): it reads as no caller at all.
+    expect(httpChatAccount("alice@lobby")).toBeNull();
+    expect(httpChatAccount("alice.lobby")).toBeNull();
+    // A `~` account anywhere but channel http, or with a malformed caller part, is refused.
+    expect(parseSessionKey("agent:main:telegram:alice~lobby:dm:u")).toEqual({ ok: false, error: "invalid account id in session key" });
+    expect(parseSessionKey("agent:main:http:ali@ce~lobby:dm:u")).toEqual({ ok: false, error: "invalid account id in session key" });
+    expect(parseSessionKey("agent:main:http:alice~lob~by:dm:u")).toEqual({ ok: false, error: "invalid account id in session key" });
+    expect(parseSessionKey(`agent:main:http:${"a".repeat(65)}~lobby:dm:u`)).toEqual({
+      ok: false,
+      error: "invalid account id in session key",
     });
   });
 });

@@ -297,6 +297,12 @@ export const OpenAICompatConfig = z.strictObject({
   waitSeconds: z.number().int().min(1).max(900).default(120),
 });
 
+/** Per-caller limits (issue 20 §4): what one API caller may hold at once, so it cannot use it up for the others. */
+export const CallerLimitsConfig = z.strictObject({
+  /** Event streams one API caller may have open (GET /v1/runs/{id}/events, streamed /v1/chat/completions); more → 429. */
+  maxOpenStreamsPerCaller: z.int().min(1).max(1000).default(8),
+});
+
 export const GatewayConfig = z.strictObject({
   http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
   models: z.strictObject({
@@ -357,6 +363,7 @@ export const GatewayConfig = z.strictObject({
     dispatchConcurrency: 16,
     notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
   }),
+  limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 /** The config as written in the file, before defaults are applied. */

@@ -1,8 +1,9 @@
 /**
  * `POST /v1/chat/messages` (S3 §5): a chat message from an API caller.
- * Maps to the session `agent:{agent_id}:http:{room_id}:dm:{user_id}`, stores
- * the message and queues a run (202), or runs the `/new` and `/resume`
- * commands at once (200).
+ * Maps to the session `agent:{agent_id}:http:{caller}~{room_id}:dm:{user_id}` — the
+ * authenticated caller's own conversation, never another caller's —, stores the
+ * message and queues a run (202), or runs the `/new` and `/resume` commands at
+ * once (200), which therefore only reach that caller's generations.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { buildRunSpec } from "../runs/spec";
@@ -56,7 +57,10 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     const config = c.get("config");
     const agent = Object.hasOwn(config.agents, body.agent_id) ? config.agents[body.agent_id] : undefined;
     if (!agent) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
-    const key = httpChatSessionKey(body.agent_id, body.room_id, body.user_id);
+    const principal = c.get("principal");
+    // requireScope("api") let only API callers in; the caller id is part of the key (issue 20 §1).
+    if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
+    const key = httpChatSessionKey(body.agent_id, principal.callerId, body.room_id, body.user_id);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     const identity: SessionIdentity = { sessionKey: formatSessionKey(key.key), agentId: body.agent_id };
     const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
@@ -82,7 +86,6 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       return c.json({ response: `Resumed session ${r.sessionId}.`, session_id: r.sessionId }, 200);
     }
 
-    const principal = c.get("principal");
     await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
     // Under an Idempotency-Key, a re-attempt of the same use of the key returns the run the first one queued.
     const idempotency = c.get("idempotency");
@@ -91,7 +94,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       source: "http",
       limits: agent.session,
       spec: buildRunSpec(config, body.agent_id, "http", c.get("configSource")),
-      ...(principal?.scope === "api" ? { callerId: principal.callerId } : {}),
+      callerId: principal.callerId,
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     });
     return c.json({ id: queued.runId, status: "queued" as const, session_id: queued.sessionId }, 202);

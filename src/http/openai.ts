@@ -23,6 +23,7 @@ import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { ERROR_CODES, type ErrorCode, GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "./idempotency-key";
+import { openStreamLease, releaseInBackground } from "./open-streams";
 import { type AppEnv, createRouter, requireJsonBody } from "./router";
 
 /** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
@@ -34,7 +35,8 @@ const openAiErrors = {
   403: { description: "Not an API token", content: { "application/json": { schema: OpenAIErrorSchema } } },
   404: { description: "No such model (agent)", content: { "application/json": { schema: OpenAIErrorSchema } } },
   429: {
-    description: "Too many approvals pending, or the agent's token budget is spent",
+    description:
+      "Too many approvals pending, the agent's token budget is spent, or (`stream: true`) the caller has its limit of open event streams",
     content: { "application/json": { schema: OpenAIErrorSchema } },
   },
   502: { description: "The model provider failed", content: { "application/json": { schema: OpenAIErrorSchema } } },
@@ -145,18 +147,21 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
   return { session, runId: queued.runId, done };
 }
 
-/** Waits for the run in slices (each call to the object waits at most 60 s), until it ends, pauses or `deadline`. */
+/**
+ * Waits for the run in slices (each call to the object waits at most 60 s), until it ends, pauses or `deadline`,
+ * or `onSlice` answers false (a stream that lost its open-stream slot stops waiting).
+ */
 async function awaitOutcome(
   session: DurableObjectStub<SessionDO>,
   runId: string,
   done: Done | null,
   deadline: number,
   sliceMs: number,
-  onSlice?: () => Promise<void>,
+  onSlice?: () => Promise<boolean | undefined>,
 ): Promise<Done | null> {
   let current = done;
   while (current && !current.finished && !current.paused && Date.now() < deadline) {
-    await onSlice?.();
+    if ((await onSlice?.()) === false) break;
     current = (await session.awaitRun(runId, Math.min(sliceMs, deadline - Date.now()), { untilPaused: true })) as Done | null;
   }
   return current;
@@ -184,7 +189,16 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
     }
 
     // Streamed: queued (and refused, if it must be) before the stream opens, so errors before it are plain JSON.
-    const { session, runId, done } = await queueTurn(c, turn, 0);
+    // It takes one of the caller's open-stream slots first (429 at the cap, issue 20 §4), so a refused stream queues nothing.
+    const lease = await openStreamLease(c);
+    let queued: Awaited<ReturnType<typeof queueTurn>>;
+    try {
+      queued = await queueTurn(c, turn, 0);
+    } catch (err) {
+      await lease.release();
+      throw err;
+    }
+    const { session, runId, done } = queued;
     c.header("X-Run-Id", runId);
     const ids = { runId, model: turn.model, created };
     return streamSSE(
@@ -193,24 +207,30 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
         let closed = false;
         stream.onAbort(() => {
           closed = true; // the run goes on; its result stays at GET /v1/runs/{run_id}
+          releaseInBackground(c, lease);
         });
-        await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
-        let first = true;
-        const final = await awaitOutcome(session, runId, done as Done | null, deadline, HEARTBEAT_MS, async () => {
-          if (!first && !closed) await stream.write(": still working\n\n");
-          first = false;
-        });
-        if (closed) return;
-        const outcome = outcomeOf(final, runId, waitSeconds);
-        if ("error" in outcome) {
-          // OpenAI's clients read an `error` object in a stream as a failed request.
-          await stream.writeSSE({ data: JSON.stringify(openAiError(outcome.error)) });
-          return;
+        try {
+          await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
+          let first = true;
+          const final = await awaitOutcome(session, runId, done as Done | null, deadline, HEARTBEAT_MS, async () => {
+            if (!first && !closed) await stream.write(": still working\n\n");
+            first = false;
+            return lease.renew();
+          });
+          if (closed) return;
+          const outcome = outcomeOf(final, runId, waitSeconds);
+          if ("error" in outcome) {
+            // OpenAI's clients read an `error` object in a stream as a failed request.
+            await stream.writeSSE({ data: JSON.stringify(openAiError(outcome.error)) });
+            return;
+          }
+          if (outcome.content !== "") await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, outcome.content)) });
+          await stream.writeSSE({ data: JSON.stringify(chunks.finish(ids)) });
+          if (turn.includeUsage) await stream.writeSSE({ data: JSON.stringify(chunks.usage(ids, usageOf(outcome.usage))) });
+          await stream.writeSSE({ data: "[DONE]" });
+        } finally {
+          await lease.release();
         }
-        if (outcome.content !== "") await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, outcome.content)) });
-        await stream.writeSSE({ data: JSON.stringify(chunks.finish(ids)) });
-        if (turn.includeUsage) await stream.writeSSE({ data: JSON.stringify(chunks.usage(ids, usageOf(outcome.usage))) });
-        await stream.writeSSE({ data: "[DONE]" });
       },
       async (err, stream) => {
         // After the stream opened, a failure can only be told in it (the status line is gone).

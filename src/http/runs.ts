@@ -21,6 +21,7 @@ import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
+import { openStreamLease, releaseInBackground } from "./open-streams";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 
@@ -126,7 +127,8 @@ const eventsRoute = createRoute({
   summary: "The run's lifecycle events as Server-Sent Events",
   description:
     "Each event is one SSE message: `id` = seq, `event` = event_type, `data` = the event JSON. Starts after `Last-Event-ID` " +
-    "(or `?after=`), so a client resumes where it stopped; follows the run until its terminal event unless `follow=false`.",
+    "(or `?after=`), so a client resumes where it stopped; follows the run until its terminal event unless `follow=false`. " +
+    "Counts toward the caller's open event streams (`limits.maxOpenStreamsPerCaller`): past it, 429 `rate.limited`.",
   middleware: [requireScope("api")] as const,
   request: {
     params: RunIdParam,
@@ -135,7 +137,14 @@ const eventsRoute = createRoute({
       follow: z.enum(["true", "false"]).default("true"),
     }),
   },
-  responses: { 200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } }, ...errors },
+  responses: {
+    200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } },
+    ...errors,
+    429: {
+      description: "The caller already has `limits.maxOpenStreamsPerCaller` event streams open",
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
+  },
 });
 
 const RUN_STATUSES = ["queued", "running", "awaiting_approval", "completed", "failed", "cancelled"] as const;
@@ -312,24 +321,30 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const lastEventId = Number.parseInt(c.req.header("Last-Event-ID") ?? "", 10);
     let after = Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : (q.after ?? 0);
     const follow = q.follow === "true";
+    const lease = await openStreamLease(c); // 429 when the caller has its limit of streams open (issue 20 §4)
     return streamSSE(c, async (stream) => {
       const deadline = Date.now() + EVENT_STREAM_MAX_MS;
       let closed = false;
       stream.onAbort(() => {
         closed = true;
+        releaseInBackground(c, lease);
       });
-      while (!closed) {
-        // Long poll: the object answers at once when events are there, else when the next one is written.
-        const wait = follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
-        const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
-        if (!page) break;
-        for (const e of page.events) {
-          await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(e) });
-          after = e.seq;
+      try {
+        while (!closed && (await lease.renew())) {
+          // Long poll: the object answers at once when events are there, else when the next one is written.
+          const wait = follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
+          const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
+          if (!page) break;
+          for (const e of page.events) {
+            await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(e) });
+            after = e.seq;
+          }
+          if (page.events.length === 500) continue;
+          if ((page.finished && page.events.length === 0) || !follow || Date.now() >= deadline) break;
+          if (page.finished) continue; // drain what the terminal step wrote, then stop
         }
-        if (page.events.length === 500) continue;
-        if ((page.finished && page.events.length === 0) || !follow || Date.now() >= deadline) break;
-        if (page.finished) continue; // drain what the terminal step wrote, then stop
+      } finally {
+        await lease.release();
       }
     }) as never;
   });

@@ -22,12 +22,15 @@
  *   key reused after its retention gets a fresh token, hence a new run.
  * - **The alarm** removes expired answers and tokens; it is set to the next
  *   expiry after each `complete`.
+ * - **Open-stream leases** (`./stream-leases`): the caller's open event streams,
+ *   counted here so `limits.maxOpenStreamsPerCaller` holds across isolates.
  *
  * RPC methods take `now` from the caller, so tests can move time.
  */
 import { DurableObject } from "cloudflare:workers";
 import { createSql, migrate, type Sql } from "../storage/sql";
 import * as store from "./store";
+import * as streams from "./stream-leases";
 
 /** An in-flight entry older than this is taken to be a crashed attempt, and may be taken over. */
 export const STALE_IN_FLIGHT_MS = 60_000;
@@ -49,6 +52,7 @@ export const IDEMPOTENCY_MIGRATIONS = [
      PRIMARY KEY (scope, key)
    ) WITHOUT ROWID;
    CREATE INDEX idempotency_attempt_expiry ON idempotency_attempt (expires_at);`,
+  streams.STREAM_LEASES_SCHEMA,
 ] as const;
 
 export type BeginResult =
@@ -120,6 +124,19 @@ export class IdempotencyDO extends DurableObject<Env> {
   async abandon(scope: string, key: string): Promise<void> {
     store.abandon(this.#sql, scope, key);
     await this.#scheduleAlarm();
+  }
+
+  /**
+   * Takes (or renews) one of this caller's open-stream slots for `leaseId` until `now + ttlMs`, while fewer than
+   * `max` unexpired leases are held (issue 20 §4). Renewing a live lease always succeeds.
+   */
+  async acquireStream(leaseId: string, now: number, max: number, ttlMs: number): Promise<streams.AcquireResult> {
+    return this.ctx.storage.transactionSync(() => streams.acquire(this.#sql, leaseId, now, max, ttlMs));
+  }
+
+  /** Gives an open-stream slot back: its stream ended or its client went away. */
+  async releaseStream(leaseId: string): Promise<void> {
+    streams.release(this.#sql, leaseId);
   }
 
   /** Removes expired answers and expired tokens of keys no longer in flight. */

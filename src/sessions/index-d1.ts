@@ -71,15 +71,22 @@ export interface SessionSummary {
 }
 
 /**
+ * The room of a session row: its account id, or for an HTTP chat (`{callerId}~{roomId}`, src/sessions/keys.ts) the
+ * part after the `~` (no other account id contains one), so a room filter finds that room's chats of every caller,
+ * legacy room-only keys included.
+ */
+const ROOM_ID = "substr(account_id, instr(account_id, '~') + 1)";
+
+/**
  * Sessions matching the filters, newest first: (created_at, session_key) descending, a stable and unique order
  * (`updated_at` moves with activity, so paging on it would repeat or skip sessions active meanwhile).
  */
 export async function listSessions(db: D1Database, f: SessionFilters): Promise<SessionSummary[]> {
   const rows = await db
     .prepare(
-      `SELECT session_key, agent_id, channel, account_id AS room_id, peer_id AS user_id, scope, session_id, created_at, updated_at
+      `SELECT session_key, agent_id, channel, ${ROOM_ID} AS room_id, peer_id AS user_id, scope, session_id, created_at, updated_at
        FROM sessions
-       WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR peer_id = ?2) AND (?3 IS NULL OR account_id = ?3) AND (?4 IS NULL OR channel = ?4)
+       WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR peer_id = ?2) AND (?3 IS NULL OR ${ROOM_ID} = ?3) AND (?4 IS NULL OR channel = ?4)
          AND (?5 IS NULL OR (created_at, session_key) < (?5, ?6))
        ORDER BY created_at DESC, session_key DESC LIMIT ?7`,
     )

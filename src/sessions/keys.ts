@@ -3,6 +3,7 @@
  *
  *   agent:{agentId}:main
  *   agent:{agentId}:{channel}:{accountId}:{scope}:{peerId}     scope ∈ dm | group | run | job
+ *   agent:{agentId}:http:{callerId}~{roomId}:dm:{userId}       an HTTP chat (POST /v1/chat/messages)
  *
  * A key names one conversation and so one SessionDO: `sessionObjectName(key)`
  * is the only mapping from keys to Durable Objects. Changing it orphans every
@@ -24,6 +25,12 @@ export const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const CHANNEL = /^[a-z][a-z0-9_-]{0,31}$/;
 /** Account and peer ids: platform ids, phone numbers (+1555…), emails, room names — anything but ':' and spaces. */
 export const KEY_PART = /^[A-Za-z0-9+._@=-]{1,128}$/;
+/**
+ * The account id of an HTTP chat: `{callerId}~{roomId}` (DESIGN "Session keys"). `~` is in neither a caller id
+ * (src/http/auth.ts, letters, digits, `_ . -`) nor a KEY_PART, so the pair is read back unambiguously, and no key
+ * minted before callers were part of it (a plain KEY_PART) can ever equal one minted after.
+ */
+const HTTP_CHAT_ACCOUNT = /^[A-Za-z0-9_.-]{1,64}~[A-Za-z0-9+._@=-]{1,128}$/;
 /** A generation id, as minted by the SessionDO. */
 export const SESSION_ID = /^ses_[0-9a-f]{32}$/;
 const MAX_KEY_LENGTH = 512;
@@ -41,7 +48,9 @@ export function parseSessionKey(text: string): SessionKeyResult {
   }
   const [, , channel = "", accountId = "", scope = "", peerId = ""] = parts;
   if (!CHANNEL.test(channel)) return { ok: false, error: `invalid channel "${channel}" in session key` };
-  if (!KEY_PART.test(accountId)) return { ok: false, error: "invalid account id in session key" };
+  if (!KEY_PART.test(accountId) && !(channel === "http" && HTTP_CHAT_ACCOUNT.test(accountId))) {
+    return { ok: false, error: "invalid account id in session key" };
+  }
   if (!(SESSION_SCOPES as readonly string[]).includes(scope)) {
     return { ok: false, error: `invalid scope "${scope}" in session key (expected ${SESSION_SCOPES.join(", ")})` };
   }
@@ -63,7 +72,18 @@ export function sessionObjectName(key: SessionKey): string {
   return formatSessionKey(key);
 }
 
-/** The session of an HTTP chat (S3 §5): channel `http`, account = room, peer = user. */
-export function httpChatSessionKey(agentId: string, roomId: string, userId: string): SessionKeyResult {
-  return parseSessionKey(`agent:${agentId}:http:${roomId}:dm:${userId}`);
+/**
+ * The session of an HTTP chat (S3 §5, DESIGN "Session keys"): channel `http`, account = `{callerId}~{roomId}`,
+ * peer = user. The caller is part of the key, so two API callers who send the same room and user ids never share
+ * a conversation, and `/new` / `/resume` only ever act on the caller's own.
+ */
+export function httpChatSessionKey(agentId: string, callerId: string, roomId: string, userId: string): SessionKeyResult {
+  return parseSessionKey(`agent:${agentId}:http:${callerId}~${roomId}:dm:${userId}`);
+}
+
+/** The caller and room of an HTTP chat account id; null for any other account id (a legacy room-only key included). */
+export function httpChatAccount(accountId: string): { callerId: string; roomId: string } | null {
+  if (!HTTP_CHAT_ACCOUNT.test(accountId)) return null;
+  const at = accountId.indexOf("~");
+  return { callerId: accountId.slice(0, at), roomId: accountId.slice(at + 1) };
 }
