@@ -478,6 +478,7 @@ export class SessionDO extends DurableObject<Env> {
       allow: p.allow,
       channel: "sandbox",
       policy: p.policy,
+      args: input,
     });
     let outcome: ToolOutcome;
     if (decision.outcome === "denied") outcome = { ok: false, error: { code: decision.code ?? "policy.denied", message: decision.reason } };
