@@ -93,6 +93,9 @@ const refused: [string, string][] = [
   ["> .git/config", intoGit(".git/config")],
   ["ls > .gi?/config", 'the redirection target ".gi?/config" would be expanded by the shell; write to a plain path'],
   ["echo x > $HOME/.git/config", 'the redirection target "$HOME/.git/config" would be expanded by the shell; write to a plain path'],
+  ["echo '[core] fsmonitor = sh' > ~/.gitconfig", 'writing to "~/.gitconfig" is not allowed: it is a git config file'],
+  ["echo x >> /home/u/.config/git/config", 'writing to "/home/u/.config/git/config" is not allowed: it is a git config file'],
+  ["echo x > /etc/gitconfig", 'writing to "/etc/gitconfig" is not allowed: it is a git config file'],
   ["git -C .git log", '"git -C .git" reaches into .git/'],
   ["git -C repo/.git status", '"git -C repo/.git" reaches into .git/'],
   // find options that write

@@ -2,8 +2,8 @@
  * `shell.exec`'s allowlist of subcommands and options (issue 20 §6). The command line is parsed the way a
  * POSIX shell splits it — simple commands at `;` `&&` `||` `|` `&` and newlines, words with their quotes and
  * backslashes removed, redirections with their targets — and then:
- *  - no redirection may write into a `.git` folder (any path component `.git`, in any case), nor to a target
- *    the shell would expand (`$`, wildcards);
+ *  - no redirection may write into a `.git` folder (any path component `.git`, in any case), to one of git's
+ *    config files elsewhere (`~/.gitconfig`, `~/.config/git/config`), or to a target the shell would expand;
  *  - `git` may run only the read-only subcommands below, each with only its listed options (and only the
  *    listed global options: no `-c`, `--git-dir`, `--work-tree`, `--exec-path`); `-C` may not name `.git`;
  *  - `find` may use only the read-only predicates below (no `-exec`, `-delete`, `-fprint`, `-fls`, …);
@@ -143,6 +143,13 @@ export function parseCommandLine(cmd: string): SimpleCommand[] | null {
 /** Whether a path has a `.git` component (in any case: some filesystems fold it). */
 export function touchesGitDir(path: string): boolean {
   return path.split("/").some((part) => part.toLowerCase() === ".git");
+}
+
+/** Whether a path is one of git's config files outside `.git/` (`~/.gitconfig`, `~/.config/git/config`, `/etc/gitconfig`). */
+export function isGitConfigFile(path: string): boolean {
+  const parts = path.toLowerCase().split("/");
+  const last = parts.at(-1);
+  return last === ".gitconfig" || last === "gitconfig" || (last === "config" && parts.at(-2) === "git");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,6 +338,8 @@ export function refusalFor(command: SimpleCommand): string | undefined {
   for (const target of command.writes) {
     if (target.expands) return `the redirection target "${target.text.slice(0, 64)}" would be expanded by the shell; write to a plain path`;
     if (touchesGitDir(target.text)) return `writing to "${target.text.slice(0, 64)}" is not allowed: nothing may write into .git/`;
+    // A config file names programs git runs (core.fsmonitor on `git status`, core.pager, diff drivers).
+    if (isGitConfigFile(target.text)) return `writing to "${target.text.slice(0, 64)}" is not allowed: it is a git config file`;
   }
   const first = command.words[0]?.text;
   if (first === undefined) return "a redirection without a command";
