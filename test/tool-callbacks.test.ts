@@ -333,7 +333,8 @@ describe("S5 §6.2: setup-only tools, in both places", () => {
   it("POST /v1/runs with session_type setup: the run is offered the setup-only tools and uses the L5 setup task", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ content: "ready" }]);
-    const runApp = appFor(runConfig(host, { agent: { tools: { allow: S5 } } }));
+    // Issue 20 §6: setup sessions are for callers listed in setup.allowedCallers.
+    const runApp = appFor({ ...runConfig(host, { agent: { tools: { allow: S5 } } }), setup: { allowedCallers: ["alice"] } });
     const bad = await call(runApp, "POST", "/v1/runs", { agent_id: "main", message: "x", session_type: "admin" });
     expect(bad.status).toBe(400);
     const res = await call(runApp, "POST", "/v1/runs", { agent_id: "main", message: "set up", session_type: "setup" });

@@ -303,6 +303,16 @@ export const CallerLimitsConfig = z.strictObject({
   maxOpenStreamsPerCaller: z.int().min(1).max(1000).default(8),
 });
 
+/** S5 setup sessions (`POST /v1/runs` with `session_type: "setup"`): who may start one. */
+export const SetupConfig = z.strictObject({
+  /** API caller ids (the `callerId` of `GATEWAY_API_TOKENS`) allowed to start setup sessions; empty: none. */
+  allowedCallers: z
+    .array(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a caller id: letters, digits, _ . - (at most 64)"))
+    .max(256)
+    .default([]),
+});
+export type SetupConfig = z.infer<typeof SetupConfig>;
+
 export const GatewayConfig = z.strictObject({
   http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
   models: z.strictObject({
@@ -364,6 +374,8 @@ export const GatewayConfig = z.strictObject({
     notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
   }),
   limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
+  /** Who may start S5 setup sessions, whose tools save the agent's service commands (docs/configuration.md). */
+  setup: SetupConfig.default({ allowedCallers: [] }),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 /** The config as written in the file, before defaults are applied. */

@@ -91,6 +91,10 @@ const postRun = createRoute({
     200: { description: "The run finished within the Prefer: wait time", content: { "application/json": { schema: RunSchema } } },
     202: { description: "Run queued", content: { "application/json": { schema: Queued } } },
     400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
+    403: {
+      description: 'session_type "setup" from a caller not listed in setup.allowedCallers',
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
     ...idempotencyErrors,
     ...errors,
   },
@@ -252,6 +256,18 @@ function callerOf(c: Context<AppEnv>): string | null {
   return principal?.scope === "api" ? principal.callerId : null;
 }
 
+/**
+ * A setup session's tools save what the agent's services will run (S5 §6.2), so only callers the operator
+ * listed in `setup.allowedCallers` may start one (issue 20 §6).
+ */
+function refuseSetupUnlessAllowed(allowed: readonly string[], callerId: string): void {
+  if (!allowed.includes(callerId))
+    throw new GatewayError(
+      "auth.forbidden",
+      `caller "${callerId}" may not start a setup session: only callers listed in the config's setup.allowedCallers may`,
+    );
+}
+
 /** The run routes. */
 export function runRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -262,6 +278,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
     const agent = config.agents[body.agent_id] as (typeof config.agents)[string];
     const callerId = callerOf(c) as string;
+    if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
     await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
     // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).

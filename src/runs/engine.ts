@@ -790,6 +790,7 @@ export class RunEngine {
       policy: spec.policy,
       schemaHash: def ? await schemaHash(def) : undefined,
       lockedHash: def ? (this.#host.lockedSchemaHash ?? lockedSchemaHash)(def.name) : undefined,
+      args: safeJson(call.args),
     });
     this.#host.logger.log("info", "tool.gate", {
       run_id: run.id,

@@ -478,16 +478,17 @@ export class SessionDO extends DurableObject<Env> {
       allow: p.allow,
       channel: "sandbox",
       policy: p.policy,
+      args: input,
     });
     let outcome: ToolOutcome;
     if (decision.outcome === "denied") outcome = { ok: false, error: { code: decision.code ?? "policy.denied", message: decision.reason } };
+    else if (def.setupOnly && this.#sessionType() !== "setup")
+      outcome = { ok: false, error: { code: "policy.denied", message: setupOnlyReason(def.name) } };
     else if (decision.outcome === "requires_approval")
       outcome = {
         ok: false,
         error: { code: "policy.denied", message: `${def.name} needs a human approval, which tool callbacks cannot wait for` },
       };
-    else if (def.setupOnly && this.#sessionType() !== "setup")
-      outcome = { ok: false, error: { code: "policy.denied", message: setupOnlyReason(def.name) } };
     else outcome = await this.#invokeCallbackHandler(def, input, toolCallId, p.timeoutMs);
     const body = outcome.ok
       ? {

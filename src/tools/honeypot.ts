@@ -8,15 +8,18 @@
  *
  * Link detection (`containsLink`) is deliberately suspicious: a false positive
  * costs one approval, a false negative sends a link nobody reviewed. It looks
- * at a normalised copy of the text — NFKC (full-width letters and dots become
+ * at a normalised copy of the text — HTML character references (`&#46;`,
+ * `&#x2e;`, `&period;`, `&sol;`, `&colon;`, `&commat;`) and percent-encoding
+ * (`%2E`, `%252E`) decoded, NFKC (full-width letters and dots become
  * ASCII), invisible format characters removed (zero-width spaces and joiners,
- * soft hyphens, bidi controls), look-alike dots (`。` `｡` `·` …) made `.`,
+ * soft hyphens, bidi controls), look-alike dots (`。` `｡` `·` `・` `ꓸ` `٠` …) made `.`,
  * Cyrillic/Greek look-alike letters folded to Latin, and defanged dots
  * (`[.]` `(.)` `{.}` `<.>` `[dot]` `\.`) made `.` — and finds: URLs with any
  * `scheme://`, obfuscated schemes (`hxxp`, `h**p`, `h t t p s : / /`, `fxp`),
  * `mailto:`/`javascript:`/`data:` URIs, `www.`, IPv4 and IPv6 addresses,
- * markdown and HTML links, punycode (`xn--`), `localhost:`, email addresses
- * and bare domain names.
+ * markdown and HTML links, punycode (`xn--`), `localhost:`, email addresses,
+ * `@handle` mentions (they point a reader at an account just as a link does)
+ * and bare domain names, non-Latin TLDs (`пример.рф`, `例子.中国`) included.
  *
  * Keeping false positives low on prose — the rules for a bare `label.tld`:
  * - The TLD is 2–24 Latin letters (or `xn--…`), so `e.g.`, `i.e.`, `a.m.`,
@@ -38,8 +41,10 @@
  * - Four dotted numbers ≤ 255 are an IPv4 address even when meant as a
  *   version (`1.2.3.4`); an email address counts as a link (it names a domain).
  * Not detected: domains spelled with other separators (`example,com`,
- * `example_com`), TLDs in non-Latin scripts unless punycode, and text split
- * across template values in ways the rendered text no longer shows.
+ * `example_com`), non-Latin TLDs missing from IDN_TLDS (punycode always
+ * counts), and text split across template values in ways the rendered text
+ * no longer shows. A CJK sentence after `。` that is exactly a listed IDN TLD
+ * (`…。中国`) is a false positive.
  */
 import { z } from "zod";
 import type { MessageSendArgs } from "./builtin/message";
@@ -72,8 +77,12 @@ export type HoneypotConfig = z.output<typeof HoneypotConfig>;
 
 /** Invisible characters removed before matching: every format character (Cf) plus fillers and variation selectors. */
 const INVISIBLE = /\p{Cf}|\u034F|\u17B4|\u17B5|\u180B|\u180C|\u180D|\u180F|\p{Variation_Selector}|[\u115F\u1160\u3164\uFFA0]/gu;
-/** Dots that look like `.` once NFKC has folded the full-width ones (`．` `﹒` `․` are `.` already). */
-const LOOKALIKE_DOTS = /[\u00B7\u0701\u0702\u06D4\u2219\u22C5\u2E31\u2E33\u3002\uFE12\uFF61]/gu;
+/**
+ * Dots that look like `.` once NFKC has folded the full-width ones (`．` `﹒` `․` are `.` already): middle
+ * dots, ideographic and katakana dots, Arabic and Syriac stops, the Lisu and Vai stops, Arabic-Indic zeros.
+ */
+const LOOKALIKE_DOTS =
+  /[\u00B7\u0660\u06D4\u06F0\u0701\u0702\u1427\u16EB\u2027\u2219\u22C5\u2981\u2E31\u2E33\u2E3C\u3002\u30FB\uA4F8\uA60E\uFE12\uFF61\u{10101}]/gu;
 /** Cyrillic and Greek letters that look like Latin ones. */
 const CONFUSABLES: Record<string, string> = {
   а: "a",
@@ -144,6 +153,18 @@ const KNOWN_TLDS = new Set(
     "es ch se no pl be at dk fi cz eu ie nz za mx ar cl ua tr ir id my sg hk tw vn th ph pk ng ke eg gr pt ro hu sk"
   ).split(" "),
 );
+/**
+ * Non-Latin (IDN) TLDs, in the form the link rules see them (look-alike letters folded): `пример.рф` counts
+ * although `рф` is not Latin. Their punycode (`xn--p1ai`) always counts.
+ */
+const IDN_TLDS: ReadonlySet<string> = new Set(
+  (
+    "рф рус бел укр қаз срб мкд мон орг ком сайт онлайн дети москва 中国 中國 台灣 台湾 香港 公司 网络 网址 在线 " +
+    "我爱你 商城 コム みんな 한국 닷컴 닷넷 ไทย भारत বাংলা இந்தியா مصر امارات السعودية موقع شبكة ایران ελ ευ"
+  )
+    .split(" ")
+    .map((tld) => tld.replace(CONFUSABLE_CHARS, (c) => CONFUSABLES[c] ?? c).toLowerCase()),
+);
 /** Well-known TLDs that are not English words: they count Title-cased (`Example.Com`). */
 const STRONG_TLDS = new Set("com net org info biz edu gov xyz icu io ly ru cn uk de tk ml gq cf pw su ws".split(" "));
 /** TLDs that count after `label. ` (a space only after the dot) — none of them an English word. */
@@ -183,6 +204,8 @@ const LINK_PATTERNS: readonly RegExp[] = [
   /(?<![\p{L}\p{N}_-])www\s+dot\s+[\p{L}\p{N}]/iu,
   /(?<![\p{L}\p{N}_-])xn--[a-z0-9-]/iu,
   /(?<![\p{L}\p{N}_-])localhost(?::\d|\/)/iu,
+  // @handle mentions (Telegram, X, Slack `<@U123>`): an account is as much a destination as a URL
+  /(?<![\p{L}\p{N}_.+-])@[\p{L}_][\p{L}\p{N}_]/u,
   // Markdown links and images: [text](target)
   /\]\(\s*[^\s)]/u,
   // HTML links and remote content
@@ -193,9 +216,39 @@ const LINK_PATTERNS: readonly RegExp[] = [
   /(?<![\p{L}\p{N}:])(?=[0-9a-f:]*\d)(?:[0-9a-f]{1,4}:){1,6}:(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4})*)?(?![\p{L}\p{N}:])/iu,
 ];
 
+/** HTML character references and percent-encoding that spell a link's punctuation. */
+const NUMERIC_REFERENCE = /&#(?:[xX]([0-9a-fA-F]{1,6})|(\d{1,7}));?/g;
+const NAMED_REFERENCE = /&(period|sol|colon|commat|bsol);/g;
+const NAMED_CHARS: Record<string, string> = { period: ".", sol: "/", colon: ":", commat: "@", bsol: "\\" };
+const PERCENT_RUN = /(?:%[0-9a-fA-F]{2})+/g;
+
+/** `text` with character references and percent-encoding decoded, twice over (`%252E`, `&amp;#46;` stay caught). */
+function decodeEscapes(text: string): string {
+  let out = text;
+  for (let round = 0; round < 3; round++) {
+    const next = out
+      .replace(/&amp;/g, "&")
+      .replace(NUMERIC_REFERENCE, (ref, hex: string | undefined, dec: string | undefined) => {
+        const code = hex !== undefined ? Number.parseInt(hex, 16) : Number(dec);
+        return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : ref;
+      })
+      .replace(NAMED_REFERENCE, (_, name: string) => NAMED_CHARS[name] ?? "")
+      .replace(PERCENT_RUN, (run) => {
+        try {
+          return decodeURIComponent(run);
+        } catch {
+          return run; // not UTF-8: leave it as written
+        }
+      });
+    if (next === out) break;
+    out = next;
+  }
+  return out;
+}
+
 /** The text as the link rules see it: see the module comment. */
 export function normaliseForLinks(text: string): string {
-  return text
+  return decodeEscapes(text)
     .normalize("NFKC")
     .replace(INVISIBLE, "")
     .replace(LOOKALIKE_DOTS, ".")
@@ -215,7 +268,7 @@ function casing(word: string): Casing {
 /** Whether `label.tld` (no spaces) names a domain, by the rules in the module comment. */
 function isDomainPair(label: string, tld: string, followedByPath: boolean): boolean {
   const lower = tld.toLowerCase();
-  if (/^xn--[a-z0-9-]+$/.test(lower)) return true;
+  if (/^xn--[a-z0-9-]+$/.test(lower) || IDN_TLDS.has(lower)) return true;
   if (!/^\p{L}{2,24}$/u.test(tld)) return false;
   if (followedByPath && /^[a-z]{2,24}$/.test(lower)) return true;
   const kind = casing(tld);
@@ -253,7 +306,7 @@ export function containsLink(text: string): boolean {
     }
   }
 
-  for (const m of t.matchAll(SPACE_BEFORE_DOT)) if (isSpacedTld(m[1] ?? "", KNOWN_TLDS, true)) return true;
+  for (const m of t.matchAll(SPACE_BEFORE_DOT)) if (isSpacedTld(m[1] ?? "", KNOWN_TLDS, true) || IDN_TLDS.has(m[1] ?? "")) return true;
   for (const m of t.matchAll(SPACE_AFTER_DOT)) if (isSpacedTld(m[1] ?? "", SPACE_AFTER_TLDS, false)) return true;
   for (const m of t.matchAll(DOT_WORD)) if (isSpacedTld(m[1] ?? "", DOT_WORD_TLDS, true)) return true;
   return false;

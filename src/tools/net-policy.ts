@@ -32,13 +32,29 @@
  *   `*.corp`, `metadata`, `instance-data` and every single-label name (they
  *   resolve through internal search domains) are refused. Trailing dots are
  *   ignored (`localhost.` is `localhost`).
+ * - Wildcard-DNS services whose names resolve to any address they spell
+ *   (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`, `localtest.me`, `*.lvh.me`, …)
+ *   are refused by suffix (WILDCARD_DNS_SUFFIXES, a maintained list), and so is
+ *   any name that embeds a non-public IPv4 address: four numeric labels
+ *   (`app.10.0.0.1.example`), a dashed quad inside a label (`ip-192-168-1-1`)
+ *   or a label of exactly eight hex digits (`7f000001.rbndr.us`).
  * - Not covered here: a public name whose DNS points at a private address.
  *   Workers have no resolver to ask before `fetch`; the Workers runtime does
- *   not route to private networks, and every redirect hop is checked again.
+ *   not route to private networks, and every redirect hop is checked again. A
+ *   self-hosted workerd does route there: it needs DNS-level egress control
+ *   (docs/tools.md).
  */
 
 /** Why `checkUrl` refused a URL. */
-export type UrlRefusal = "invalid_url" | "too_long" | "scheme" | "userinfo" | "port" | "private_address" | "internal_hostname";
+export type UrlRefusal =
+  | "invalid_url"
+  | "too_long"
+  | "scheme"
+  | "userinfo"
+  | "port"
+  | "private_address"
+  | "internal_hostname"
+  | "wildcard_dns";
 
 export type UrlCheck = { ok: true; url: URL; host: string } | { ok: false; reason: UrlRefusal };
 
@@ -51,6 +67,28 @@ const INTERNAL_NAMES = new Set(["localhost", "metadata", "metadata.google.intern
 
 /** Name suffixes refused: the name itself and everything under it. */
 const INTERNAL_SUFFIXES = ["localhost", "local", "internal", "localdomain", "arpa", "lan", "home", "corp"];
+
+/**
+ * Domains (and all their subdomains) of public wildcard-DNS and DNS-rebinding services, and of names that
+ * resolve to loopback for everyone: a name under one of them can point anywhere, private addresses included.
+ */
+export const WILDCARD_DNS_SUFFIXES: readonly string[] = [
+  "nip.io",
+  "sslip.io",
+  "xip.io",
+  "localtest.me",
+  "lvh.me",
+  "vcap.me",
+  "lacolhost.com",
+  "traefik.me",
+  "local.gd",
+  "localdev.me",
+  "localhost.direct",
+  "localho.st",
+  "fuf.me",
+  "rbndr.us",
+  "1u.ms",
+];
 
 /**
  * Parses and judges a URL for `http.get`. On success `url` is the normalised
@@ -106,7 +144,30 @@ function judgeHost(host: string): UrlRefusal | null {
   if (INTERNAL_NAMES.has(host)) return "internal_hostname";
   if (!host.includes(".")) return "internal_hostname";
   if (INTERNAL_SUFFIXES.some((suffix) => host === suffix || host.endsWith(`.${suffix}`))) return "internal_hostname";
+  if (WILDCARD_DNS_SUFFIXES.some((suffix) => host === suffix || host.endsWith(`.${suffix}`))) return "wildcard_dns";
+  if (embeddedIpv4(host).some((addr) => !ipv4IsPublic(addr))) return "wildcard_dns";
   return null;
+}
+
+/**
+ * The IPv4 addresses a name spells out, as wildcard DNS answers them: four numeric labels in a row
+ * (`10.0.0.1.x.io`), a dashed quad inside a label (`app-10-0-0-1.x.io`), a label of eight hex digits (`0a000001`).
+ */
+export function embeddedIpv4(host: string): number[] {
+  const labels = host.split(".");
+  const found: number[] = [];
+  for (let i = 0; i + 4 <= labels.length; i++) {
+    const v4 = parseIpv4(labels.slice(i, i + 4).join("."));
+    if (v4 !== null) found.push(v4);
+  }
+  for (const label of labels) {
+    for (const m of label.matchAll(/(?<![0-9])(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?![0-9])/g)) {
+      const v4 = parseIpv4(m.slice(1, 5).join("."));
+      if (v4 !== null) found.push(v4);
+    }
+    if (/^[0-9a-f]{8}$/.test(label)) found.push(Number.parseInt(label, 16) >>> 0);
+  }
+  return found;
 }
 
 /** A dotted-quad (the only IPv4 form the URL parser emits) as a 32-bit number. */

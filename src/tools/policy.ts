@@ -45,6 +45,8 @@ export interface GateInput {
   /** SHA-256 of the tool's current JSON Schema, and the one the policy was written against (from the lock). */
   schemaHash?: string | undefined;
   lockedHash?: string | undefined;
+  /** The call's arguments as sent (unvalidated), for tools whose approval depends on them. */
+  args?: unknown;
 }
 
 /** Whether `def` is on the agent's allowlist (by its name or any alias). */
@@ -83,6 +85,9 @@ export function decide(input: GateInput): GateDecision {
       code: "policy.denied",
       reason: `${def.name} is ${def.risk}, a risk class this gateway does not allow`,
     };
+  // Writes that change what will run (issue 20 §6) need a human even where the policy asks for none.
+  const needed = def.approvalNeeded?.(input.args);
+  if (needed) return { ...at, outcome: "requires_approval", code: null, reason: needed };
   if (input.lockedHash !== undefined && input.schemaHash !== undefined && input.lockedHash !== input.schemaHash)
     return {
       ...at,

@@ -91,6 +91,11 @@ export interface ToolDefinition {
   risk: RiskClass;
   /** S5 §6.2: offered and run only in setup sessions (refused at run time elsewhere, too). */
   setupOnly?: boolean;
+  /**
+   * Why a call with these (unvalidated) arguments needs a human approval whatever the policy's
+   * `approvalRequired` says, or null when it does not (issue 20 §6: writes that change what will run).
+   */
+  approvalNeeded?: (args: unknown) => string | null;
   handler: (input: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcome>;
 }
 
@@ -111,12 +116,14 @@ export function defineTool<S extends z.ZodObject>(def: {
   input: S;
   risk: RiskClass;
   setupOnly?: boolean;
+  approvalNeeded?: (args: unknown) => string | null;
   handler: (input: z.output<S>, ctx: ToolContext) => Promise<ToolOutcome>;
 }): ToolDefinition {
   return {
     name: def.name,
     ...(def.aliases ? { aliases: def.aliases } : {}),
     ...(def.setupOnly ? { setupOnly: true } : {}),
+    ...(def.approvalNeeded ? { approvalNeeded: def.approvalNeeded } : {}),
     description: def.description,
     input: def.input,
     parameters: toolJsonSchema(def.input),

@@ -243,6 +243,8 @@ const URL_REFUSALS: Record<UrlRefusal, string> = {
   private_address: "is refused: private, loopback, link-local, cloud-metadata and other non-public addresses are never fetched",
   internal_hostname:
     "is refused: local and internal host names (localhost, *.local, *.internal, metadata, single-label names) are never fetched",
+  wildcard_dns:
+    "is refused: wildcard-DNS names that can resolve to private addresses (nip.io, sslip.io, localtest.me, lvh.me, …) and names that embed a private IPv4 address are never fetched",
 };
 
 /**

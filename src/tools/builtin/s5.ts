@@ -451,6 +451,8 @@ export const saveServiceCommands: ToolDefinition = defineTool({
   input: SaveServiceCommandsInput,
   risk: "draft_only",
   setupOnly: true,
+  // Later sessions run these commands: a model (or a prompt injection) must not choose them alone (issue 20 §6).
+  approvalNeeded: () => "save_service_commands changes the commands this agent's services run: a human must approve it",
   handler: (input, ctx) =>
     withSession(
       "save_service_commands",
@@ -497,6 +499,41 @@ const SaveEnvFilesInput = z.strictObject({
     .describe("The env files to generate in later sessions (1-10); replaces any saved before"),
 });
 
+/**
+ * Variables that steer what a process loads or runs rather than configure it (exact names, then prefixes,
+ * upper-cased): an env file that sets one changes what will be executed.
+ */
+// biome-ignore format: a list of names reads better packed
+const EXECUTION_VARIABLES = new Set([
+  "PATH", "ENV", "BASH_ENV", "SHELL", "SHELLOPTS", "PROMPT_COMMAND", "PS4", "IFS", "NODE_OPTIONS", "NODE_PATH",
+  "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB",
+  "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "EDITOR", "VISUAL", "PAGER", "BROWSER",
+]);
+const EXECUTION_PREFIXES = ["LD_", "DYLD_", "GIT_", "NPM_CONFIG_", "YARN_", "PIP_", "SSH_"];
+/** A file name that is plainly a dotenv file: `.env`, `.env.local`, `prod.env`. */
+const DOTENV_NAME = /^(?:\.env(?:\.[A-Za-z0-9_-]+)*|[A-Za-z0-9_-]+\.env)$/;
+
+/**
+ * Why saving these env files needs a human (issue 20 §6), or null: a file outside the plain dotenv names, in a
+ * hidden folder (`.git/`, `.ssh/`), or a variable that steers execution changes what later sessions run.
+ */
+export function envFilesApprovalReason(args: unknown): string | null {
+  const files = (args as { files?: unknown } | null)?.files;
+  if (!Array.isArray(files)) return "save_env_files with unreadable arguments: a human must approve it";
+  for (const file of files as { path?: unknown; workspacePath?: unknown; keys?: unknown }[]) {
+    const path = typeof file?.path === "string" ? file.path : "";
+    const folders = [...(typeof file?.workspacePath === "string" ? file.workspacePath.split("/") : []), ...path.split("/").slice(0, -1)];
+    if (!DOTENV_NAME.test(path.split("/").at(-1) ?? "") || folders.some((f) => f.startsWith(".")))
+      return `save_env_files writes ${JSON.stringify(path.slice(0, 100))}, which is not a plain .env file: a human must approve it`;
+    for (const key of Array.isArray(file.keys) ? (file.keys as { key?: unknown }[]) : []) {
+      const name = String(key?.key ?? "").toUpperCase();
+      if (EXECUTION_VARIABLES.has(name) || EXECUTION_PREFIXES.some((p) => name.startsWith(p)))
+        return `save_env_files sets ${name.slice(0, 128)}, which changes what programs load or run: a human must approve it`;
+    }
+  }
+  return null;
+}
+
 export const saveEnvFiles: ToolDefinition = defineTool({
   name: "save_env_files",
   description:
@@ -505,6 +542,7 @@ export const saveEnvFiles: ToolDefinition = defineTool({
   input: SaveEnvFilesInput,
   risk: "draft_only",
   setupOnly: true,
+  approvalNeeded: envFilesApprovalReason,
   handler: (input, ctx) =>
     withSession(
       "save_env_files",

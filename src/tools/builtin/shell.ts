@@ -15,7 +15,10 @@
  *     every part must be allowlisted — so `ls; rm x` and `cat f | sh` fail.
  *     A first word that is a path, a variable assignment or a subshell is not
  *     allowlisted either (fail closed).
- *  3. the sandbox: commands run only through an injected sandbox. The gateway
+ *  3. the option allowlist (`policy.denied`, ./shell-allow.ts): `git` runs only
+ *     read-only subcommands with listed options, `find` only read-only
+ *     predicates, and no redirection writes into `.git/` (issue 20 §6).
+ *  4. the sandbox: commands run only through an injected sandbox. The gateway
  *     Worker has no sandbox binding, so the registered tool fails closed with
  *     `sandbox.unavailable` (DESIGN "Where tools run").
  *
@@ -24,6 +27,7 @@
 import { z } from "zod";
 import { defineTool, type ToolDefinition, type ToolOutcome } from "../registry";
 import { ABORTED, capUtf8, timedOut, untilAborted } from "./common";
+import { parseCommandLine, refusalFor } from "./shell-allow";
 
 /** Commands allowed by default (the first word of each part of `cmd`). */
 export const DEFAULT_SHELL_ALLOW = ["ls", "cat", "echo", "pwd", "head", "tail", "wc", "grep", "find", "git"] as const;
@@ -84,67 +88,6 @@ export function dangerousIn(cmd: string): string | undefined {
   return DANGEROUS_COMMANDS.find(({ pattern }) => pattern.test(cmd) || pattern.test(unquoted))?.label;
 }
 
-/**
- * The first word of each command in `cmd`, split outside quotes at `;`, `&&`,
- * `||`, `|`, `|&`, `&` and newlines (not at the `&` of `2>&1` or `&>`), with
- * quotes and backslashes removed as a shell would. Null when a quote is left open.
- */
-export function commandWords(cmd: string): string[] | null {
-  const words: string[] = [];
-  let word = "";
-  let inWord = false;
-  let wordDone = false;
-  let quote: "'" | '"' | null = null;
-  const endCommand = () => {
-    if (inWord) words.push(word);
-    word = "";
-    inWord = false;
-    wordDone = false;
-  };
-  for (let i = 0; i < cmd.length; i++) {
-    const c = cmd[i] as string;
-    if (quote) {
-      if (c === quote) quote = null;
-      else if (c === "\\" && quote === '"' && i + 1 < cmd.length) {
-        if (!wordDone) word += cmd[++i];
-        else i++;
-      } else if (!wordDone) word += c;
-      continue;
-    }
-    if (c === "'" || c === '"') {
-      quote = c;
-      if (!wordDone) inWord = true;
-      continue;
-    }
-    if (c === "\\") {
-      if (!wordDone && i + 1 < cmd.length) {
-        word += cmd[i + 1];
-        inWord = true;
-      }
-      i++;
-      continue;
-    }
-    const prev = cmd[i - 1];
-    const next = cmd[i + 1];
-    const separator = c === ";" || c === "\n" || c === "\r" || c === "|" || (c === "&" && prev !== ">" && prev !== "<" && next !== ">");
-    if (separator) {
-      endCommand();
-      continue;
-    }
-    if (c === " " || c === "\t") {
-      if (inWord) wordDone = true;
-      continue;
-    }
-    if (!wordDone) {
-      word += c;
-      inWord = true;
-    }
-  }
-  if (quote) return null;
-  endCommand();
-  return words;
-}
-
 /** `shell.exec` with its own allowlist and, when there is one, a sandbox to run in. */
 export function createShellExec(options: { allow?: readonly string[]; sandbox?: ShellSandbox } = {}): ToolDefinition {
   const allow = [...(options.allow ?? DEFAULT_SHELL_ALLOW)];
@@ -161,9 +104,10 @@ export function createShellExec(options: { allow?: readonly string[]; sandbox?: 
     handler: async (input, ctx) => {
       const danger = dangerousIn(input.cmd);
       if (danger) return { ok: false, error: { code: "policy.denied", message: `shell.exec refused: the command contains ${danger}` } };
-      const words = commandWords(input.cmd);
-      if (words === null) return { ok: false, error: { code: "tool.input_invalid", message: "cmd: a quote is never closed" } };
-      if (words.length === 0) return { ok: false, error: { code: "tool.input_invalid", message: "cmd: there is no command to run" } };
+      const commands = parseCommandLine(input.cmd);
+      if (commands === null) return { ok: false, error: { code: "tool.input_invalid", message: "cmd: a quote is never closed" } };
+      if (commands.length === 0) return { ok: false, error: { code: "tool.input_invalid", message: "cmd: there is no command to run" } };
+      const words = commands.flatMap((c) => (c.words[0] ? [c.words[0].text] : []));
       const refused = words.find((w) => !allowed.has(w));
       if (refused !== undefined)
         return {
@@ -173,13 +117,15 @@ export function createShellExec(options: { allow?: readonly string[]; sandbox?: 
             message: `shell.exec refused: ${JSON.stringify(refused.slice(0, 64))} is not an allowed command (allowed: ${allow.join(", ") || "none"})`,
           },
         };
+      const reason = commands.map(refusalFor).find((r) => r !== undefined);
+      if (reason) return { ok: false, error: { code: "policy.denied", message: `shell.exec refused: ${reason}` } };
 
       if (!sandbox)
         return {
           ok: false,
           error: { code: "sandbox.unavailable", message: "shell.exec needs a sandbox, and none is configured for this gateway" },
         };
-      return runInSandbox(sandbox, input.cmd, input.timeout_s, words[0] as string, ctx.signal, () => timedOut("shell.exec", ctx));
+      return runInSandbox(sandbox, input.cmd, input.timeout_s, words[0] ?? "", ctx.signal, () => timedOut("shell.exec", ctx));
     },
   });
 }
