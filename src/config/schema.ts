@@ -198,6 +198,10 @@ export const RunsConfig = z
   .strictObject({
     /** Model calls that return tool calls, at most, per run; one more call would fail the run. */
     maxToolRounds: z.int().min(1).max(64).default(8),
+    /** Tool calls of one model turn that run; the rest of the turn's calls are answered with a tool error (issue 20 §3). */
+    maxToolCallsPerTurn: z.int().min(1).max(256).default(16),
+    /** Tool calls that run over a whole run; calls past it are answered with a tool error (issue 20 §3). */
+    maxToolCallsPerRun: z.int().min(1).max(4096).default(64),
     /** Bounds every tool call's `timeout_ms` is clamped to (S3 §1.1; the default is 30000). */
     toolTimeoutMs: z
       .strictObject({ min: z.int().min(100).max(600_000).default(1000), max: z.int().min(100).max(600_000).default(120_000) })
@@ -343,6 +347,8 @@ export const GatewayConfig = z.strictObject({
     }),
   runs: RunsConfig.default({
     maxToolRounds: 8,
+    maxToolCallsPerTurn: 16,
+    maxToolCallsPerRun: 64,
     toolTimeoutMs: { min: 1000, max: 120_000 },
     providerAttempts: 3,
     providerTimeoutMs: 60_000,

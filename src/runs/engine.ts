@@ -85,6 +85,16 @@ import {
   unfinishedToolCalls,
 } from "./store";
 import { reserveTokens, settleTokens } from "./token-budget";
+import {
+  DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+  DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+  isLimitRefusal,
+  type LimitDecision,
+  splitByToolLimits,
+  TOOL_LIMIT_CODE,
+  type ToolLimitKey,
+  type ToolLimitSplit,
+} from "./tool-limits";
 import { parseToolCallMarkers, TOOL_CALLS_BEGIN, TOOL_CALLS_END, toolResultMessage } from "./tool-markers";
 
 /** A run interrupted this many times fails instead of starting again. */
@@ -535,9 +545,13 @@ export class RunEngine {
 
     // A malformed marker block becomes one failed call the model sees in the next round (S4 §3).
     if (markerError !== null) calls = [{ id: `markers-${round}`, tool: MARKER_BLOCK, args: markerError }];
+    // Issue 20 §3: calls past the per-turn or per-run cap are answered at once with a tool error, never run.
+    const limits = markerError === null ? this.#toolLimits(run, spec, calls.length) : { admitted: [], refused: [] };
+    const refusedAt = new Map(limits.refused.map((r) => [r.call, r]));
     storage.transactionSync(() => {
       const seq = this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
       const seen = new Set<string>();
+      const refused: { id: string; tool: string; limit: ToolLimitKey; message: string }[] = [];
       calls.forEach((c, ordinal) => {
         // Ids must be unique within a response; a repeat gets a derived id (its result reports the problem).
         const id = seen.has(c.id) ? `${c.id}#${ordinal}` : c.id;
@@ -551,12 +565,63 @@ export class RunEngine {
           request_id: toolRequestId(run.id, round, id),
           args: safeJson(args),
         });
+        const limit = refusedAt.get(ordinal);
+        if (limit) refused.push({ id, tool: c.tool, limit: limit.limit, message: limit.message });
       });
+      for (const r of refused) this.#refuseOverLimit(run, spec, round, r);
       appendTrace(sql, run.id, "tool_plan", { round, calls: calls.map((c) => ({ id: c.id, tool: c.tool })) });
-      sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length}, updated_at = ${new Date().toISOString()}
+      // `tool_calls` counts the calls the gateway took on (gated or ran), not the ones a cap refused.
+      sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length - refused.length}, updated_at = ${new Date().toISOString()}
               WHERE id = ${run.id}`;
     });
     return undefined;
+  }
+
+  /** Which of a turn's `count` calls (by ordinal) the per-turn and per-run caps admit (issue 20 §3). */
+  #toolLimits(run: RunRow, spec: RunSpec, count: number): ToolLimitSplit<number> {
+    const earlier = runToolExecutions(this.#host.sql, run.id).filter((e) => e.tool !== MARKER_BLOCK && !isLimitRefusal(e));
+    return splitByToolLimits(
+      Array.from({ length: count }, (_, i) => i),
+      {
+        perTurn: spec.maxToolCallsPerTurn ?? DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+        perRun: spec.maxToolCallsPerRun ?? DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+        admittedBefore: earlier.length,
+      },
+    );
+  }
+
+  /**
+   * Closes a planned call a cap refused: done, `policy.denied`, its decision naming the limit, and a `tool.result`
+   * event. Called inside the planning transaction. The failure loop does not count it (the tool never ran), and it
+   * is not copied to the transcript: the model reads it in the run's next request, later runs need not.
+   */
+  #refuseOverLimit(run: RunRow, spec: RunSpec, round: number, r: { id: string; tool: string; limit: ToolLimitKey; message: string }): void {
+    const decision: LimitDecision = {
+      outcome: "denied",
+      code: TOOL_LIMIT_CODE,
+      reason: r.message,
+      tool: this.#registry.get(r.tool)?.name ?? r.tool,
+      risk: this.#registry.get(r.tool)?.risk ?? null,
+      channel: this.#host.channel(),
+      policy_id: spec.policy.id,
+      limit: r.limit,
+    };
+    const error = { code: TOOL_LIMIT_CODE, message: r.message };
+    const summary = `${r.tool} not run: ${r.limit}`;
+    this.#host.sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${JSON.stringify(error)}, summary = ${summary},
+                   duration_ms = 0, finished_at = ${new Date().toISOString()}, decision = ${JSON.stringify(decision)}
+            WHERE run_id = ${run.id} AND round = ${round} AND tool_call_id = ${r.id}`;
+    this.#event(run, "tool.result", {
+      round,
+      tool: r.tool,
+      tool_call_id: r.id,
+      request_id: toolRequestId(run.id, round, r.id),
+      ok: false,
+      error,
+      summary,
+      duration_ms: 0,
+      gate: decision,
+    });
   }
 
   /**

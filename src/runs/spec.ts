@@ -22,6 +22,9 @@ export interface RunSpec {
   /** Tool names (or aliases) allowlisted for the agent. */
   tools: string[];
   maxToolRounds: number;
+  /** Issue 20 §3: tool calls that run per model turn and per run; the rest are refused (absent on older runs: 16, 64). */
+  maxToolCallsPerTurn?: number;
+  maxToolCallsPerRun?: number;
   toolTimeoutMs: { min: number; max: number };
   providerAttempts: number;
   providerTimeoutMs: number;
@@ -68,6 +71,8 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     caps: { ...agent.context },
     tools: [...agent.tools.allow],
     maxToolRounds: config.runs.maxToolRounds,
+    maxToolCallsPerTurn: config.runs.maxToolCallsPerTurn,
+    maxToolCallsPerRun: config.runs.maxToolCallsPerRun,
     toolTimeoutMs: { ...config.runs.toolTimeoutMs },
     providerAttempts: config.runs.providerAttempts,
     providerTimeoutMs: config.runs.providerTimeoutMs,

@@ -23,8 +23,11 @@ export const MarkerToolCall = z.strictObject({
 });
 export type MarkerToolCall = z.infer<typeof MarkerToolCall>;
 
-/** At most this many calls in one response. */
-export const MAX_MARKER_CALLS = 16;
+/**
+ * At most this many calls in one response, or the block is rejected whole. A parse bound only: how many of a
+ * block's calls run is `runs.maxToolCallsPerTurn`'s business (issue 20 §3), as for native tool calls.
+ */
+export const MAX_MARKER_CALLS = 1024;
 
 export type MarkerParse = { visible: string; calls: MarkerToolCall[]; error: null } | { visible: string; calls: []; error: string };
 
