@@ -108,6 +108,11 @@ export const AgentToolsConfig = z.strictObject({
 export const AgentBudgetConfig = z.strictObject({
   /** Provider tokens (prompt + completion) this agent may use per UTC day; unlimited when absent. */
   tokensPerDay: z.int().positive().max(1_000_000_000_000).optional(),
+  /**
+   * Provider tokens one caller (src/runs/caller.ts: an API caller, a channel sender, a job) may use of this agent
+   * per UTC day, so one caller cannot spend `tokensPerDay` for everyone (issue 20 §4); no per-caller limit when absent.
+   */
+  tokensPerCallerPerDay: z.int().positive().max(1_000_000_000_000).optional(),
 });
 
 export const AgentConfig = z.strictObject({
@@ -166,8 +171,10 @@ export const ToolPolicyConfig = z.strictObject({
         .default(3600),
       /** Pending approvals an agent may have; beyond that, new runs of the agent are refused with 429. */
       maxPendingPerAgent: z.int().min(1).max(1000).default(20),
+      /** Pending approvals one caller may have on an agent (issue 20 §4); beyond that, that caller alone gets 429. */
+      maxPendingPerCaller: z.int().min(1).max(1000).default(5),
     })
-    .default({ ttlSeconds: 3600, maxPendingPerAgent: 20 }),
+    .default({ ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 }),
   /**
    * S1 §3.3 Phase 2: `message.send` without approval when the message uses an allowlisted template, goes to
    * an allowlisted recipient type, has no links and no attachments, and the hourly rate limits hold.
@@ -331,7 +338,7 @@ export const GatewayConfig = z.strictObject({
         risks: ["read_only", "draft_only", "side_effect"],
         approvalRequired: ["side_effect"],
         channels: {},
-        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
       }),
       callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
     })
@@ -341,7 +348,7 @@ export const GatewayConfig = z.strictObject({
         risks: ["read_only", "draft_only", "side_effect"],
         approvalRequired: ["side_effect"],
         channels: {},
-        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
       },
       callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
     }),

@@ -31,6 +31,14 @@ export interface RunSpec {
   failureLoop: FailureLoopConfig;
   /** Provider tokens per UTC day for the agent; null = unlimited. */
   tokensPerDay: number | null;
+  /** Provider tokens per UTC day for one caller of the agent (issue 20 §4); null or absent = only the agent's limit. */
+  tokensPerCallerPerDay?: number | null;
+  /** Who the per-caller limits count against (src/runs/caller.ts); absent = the run's API caller, else the agent. */
+  caller?: string;
+  /** Pending approvals one caller may have on the agent (issue 20 §4); absent on older runs = the default, 5. */
+  maxPendingPerCaller?: number;
+  /** Pending approvals the agent may have (absent on older runs = the default, 20). */
+  maxPendingPerAgent?: number;
   /** The tool policy in force (S1 §3.2) and how approvals behave. */
   policy: ToolPolicy;
   approvalTtlSeconds: number;
@@ -78,6 +86,9 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     providerTimeoutMs: config.runs.providerTimeoutMs,
     failureLoop: { ...config.runs.failureLoop, recentAttempts: 5 },
     tokensPerDay: agent.budget.tokensPerDay ?? null,
+    tokensPerCallerPerDay: agent.budget.tokensPerCallerPerDay ?? null,
+    maxPendingPerCaller: config.tools.policy.approvals.maxPendingPerCaller,
+    maxPendingPerAgent: config.tools.policy.approvals.maxPendingPerAgent,
     policy: {
       id: config.tools.policy.id,
       risks: [...config.tools.policy.risks],
