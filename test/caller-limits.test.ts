@@ -223,6 +223,51 @@ describe("ISSUE20-§4 pending approvals are limited per caller, atomically", () 
   }, 30_000);
 });
 
+describe("ISSUE20-§4 a channel message's caller is its sender", () => {
+  it("ISSUE20-§4 Telegram: sender Ada at her pending limit (1) is refused in the group too; Bob in the same group still gets his approval", async () => {
+    const host = uniqueHost("script");
+    const agentId = `chan-${label()}`;
+    const telegramHost = `ok-${label()}.telegram.test`;
+    await scriptProvider(host, [testSend("d1"), testSend("g1"), { content: "could not send" }, testSend("g2")]);
+    const app = appFor(
+      runConfig(host, {
+        agentId,
+        agent: { tools: { allow: ["test.send"] } },
+        policy: { approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 1 } },
+        channels: { telegram: { enabled: true, apiBaseUrl: `https://${telegramHost}` } },
+      }),
+    );
+    const update = (fromId: number, chat: { id: number; type: string }) =>
+      JSON.stringify({
+        update_id: Math.floor(Math.random() * 1e9),
+        message: { message_id: 7, date: 1_700_000_000, chat, from: { id: fromId, is_bot: false, first_name: "x" }, text: "send it" },
+      });
+    const post = (body: string) =>
+      app.request(
+        `https://gateway.test/webhooks/telegram/${agentId}`,
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": env.TELEGRAM_WEBHOOK_SECRET as string },
+          body,
+        },
+        env,
+      );
+    const ada = "telegram:7000000001:1";
+    const bob = "telegram:7000000001:2";
+    // Ada in a private chat: her approval is pending.
+    expect((await post(update(1, { id: 1, type: "private" }))).status).toBe(200);
+    await until(async () => (await pendingInD1(agentId, ada)) === 1);
+    // Ada in the group: her call finds no place (her limit, not the group's), so the run answers without it.
+    expect((await post(update(1, { id: -100777, type: "group" }))).status).toBe(200);
+    await until(async () => (await platformPosts(telegramHost)).some((p) => p.body.text === "could not send"));
+    expect(await pendingInD1(agentId, ada)).toBe(1);
+    // Bob in the same group: his approval is requested.
+    expect((await post(update(2, { id: -100777, type: "group" }))).status).toBe(200);
+    await until(async () => (await pendingInD1(agentId, bob)) === 1);
+    expect(await pendingInD1(agentId)).toBe(2);
+  }, 30_000);
+});
+
 describe("ISSUE20-§4 tokensPerDay is limited per caller too", () => {
   it("ISSUE20-§4 caller alice out of tokensPerCallerPerDay → over_budget before the network (429 on chat completions); bob is served", async () => {
     const host = uniqueHost("script");

@@ -122,6 +122,23 @@ describe("ISSUE20-§3 one turn cannot fan out", () => {
     expect(last.map((m: any) => JSON.parse(m.content).error?.message)).toEqual(Array(16).fill(perRunMessage()));
   });
 
+  it("ISSUE20-§3 a turn asking for more than 1024 tool calls fails its run: nothing run, nothing recorded call by call", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ tool_calls: echoCalls("x", 1025) }, { content: "never asked" }]);
+    const app = appFor(runConfig(host));
+    const run = await waitForRun(app, await startRun(app, "fan out wide"));
+    expect(run).toMatchObject({
+      status: "failed",
+      tool_calls: 0,
+      output: "the model asked for 1025 tool calls in one turn, more than the 1024 the gateway answers; none was run",
+    });
+    expect(executed(run.id)).toEqual([]);
+    const detail = await runDetail(app, run.id);
+    expect(eventsOf(detail, "tool.call")).toEqual([]);
+    expect(detail.events.at(-1).payload.code).toBe("invalid.request");
+    expect(await bodiesSentTo(host)).toHaveLength(1);
+  });
+
   it("ISSUE20-§3 a turn partly over the per-run cap: with 10 left of runs.maxToolCallsPerRun, a turn of 16 runs 10", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ tool_calls: echoCalls("a", 6) }, { tool_calls: echoCalls("b", 16) }, { content: "done" }]);

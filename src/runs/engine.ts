@@ -93,6 +93,7 @@ import {
   DEFAULT_MAX_TOOL_CALLS_PER_TURN,
   isLimitRefusal,
   type LimitDecision,
+  MAX_TOOL_CALLS_ANSWERED,
   splitByToolLimits,
   TOOL_LIMIT_CODE,
   type ToolLimitKey,
@@ -549,6 +550,14 @@ export class RunEngine {
     if (calls.length === 0 && markerError === null) {
       this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
       return { status: "completed", output: visible };
+    }
+    if (calls.length > MAX_TOOL_CALLS_ANSWERED) {
+      this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+      return {
+        status: "failed",
+        code: "invalid.request",
+        message: `the model asked for ${calls.length} tool calls in one turn, more than the ${MAX_TOOL_CALLS_ANSWERED} the gateway answers; none was run`,
+      };
     }
     if (run.rounds >= spec.maxToolRounds) {
       this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });

@@ -13,6 +13,12 @@ import type { ToolExecutionRow } from "./store";
 export const DEFAULT_MAX_TOOL_CALLS_PER_TURN = 16;
 export const DEFAULT_MAX_TOOL_CALLS_PER_RUN = 64;
 
+/**
+ * Most calls one turn may ask for and still be answered one by one (each refused call is a row, two events and a
+ * tool message in the next request). A turn asking for more fails its run before anything is recorded or run.
+ */
+export const MAX_TOOL_CALLS_ANSWERED = 1024;
+
 /** The S3 §1.3 code a call past a cap is answered with. */
 export const TOOL_LIMIT_CODE = "policy.denied" as const;
 
