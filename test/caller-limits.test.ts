@@ -193,9 +193,11 @@ describe("ISSUE20-§4 pending approvals are limited per caller, atomically", () 
     for (const [i, r] of accepted.entries()) {
       if (statuses[i] !== "completed") continue;
       const run = await waitForRun(r.app, r.id);
-      expect(run.trace.tool_execution_results[0].error).toBe(
-        'not run: caller "api:alice" already has 3 tool calls waiting for approval (tools.policy.approvals.maxPendingPerCaller = 3); try again once they are decided',
-      );
+      const why =
+        'not run: caller "api:alice" already has 3 tool calls waiting for approval (tools.policy.approvals.maxPendingPerCaller = 3); try again once they are decided';
+      expect(run.trace.tool_execution_results[0].error).toBe(why);
+      const result = (await runDetail(r.app, r.id)).events.find((e: any) => e.event_type === "tool.result");
+      expect(result.payload.gate).toMatchObject({ outcome: "denied", code: "policy.denied", reason: why, tool: "test.send" });
     }
     expect(statuses.filter((s) => s === "completed")).toHaveLength(accepted.length - 3);
   }, 30_000);

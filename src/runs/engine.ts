@@ -940,7 +940,12 @@ export class RunEngine {
       // with no place, the call is refused and the run goes on. A crash after this leaves a pending index row that
       // expires with the approval's TTL, so a reservation is never held for longer than an approval would be.
       const slot = await this.#reserveApprovalSlot(run, spec, { id, tool: decision.tool, now, expiresAt });
-      if (!slot.ok) return { paused: false, decision, outcome: { ok: false, error: { code: "policy.denied", message: slot.message } } };
+      if (!slot.ok)
+        return {
+          paused: false,
+          decision: { ...decision, outcome: "denied", code: "policy.denied", reason: slot.message },
+          outcome: { ok: false, error: { code: "policy.denied", message: slot.message } },
+        };
       storage.transactionSync(() => {
         insertApproval(sql, {
           id,
