@@ -108,6 +108,11 @@ export const AgentToolsConfig = z.strictObject({
 export const AgentBudgetConfig = z.strictObject({
   /** Provider tokens (prompt + completion) this agent may use per UTC day; unlimited when absent. */
   tokensPerDay: z.int().positive().max(1_000_000_000_000).optional(),
+  /**
+   * Provider tokens one caller (src/runs/caller.ts: an API caller, a channel sender, a job) may use of this agent
+   * per UTC day, so one caller cannot spend `tokensPerDay` for everyone (issue 20 §4); no per-caller limit when absent.
+   */
+  tokensPerCallerPerDay: z.int().positive().max(1_000_000_000_000).optional(),
 });
 
 export const AgentConfig = z.strictObject({
@@ -166,8 +171,10 @@ export const ToolPolicyConfig = z.strictObject({
         .default(3600),
       /** Pending approvals an agent may have; beyond that, new runs of the agent are refused with 429. */
       maxPendingPerAgent: z.int().min(1).max(1000).default(20),
+      /** Pending approvals one caller may have on an agent (issue 20 §4); beyond that, that caller alone gets 429. */
+      maxPendingPerCaller: z.int().min(1).max(1000).default(5),
     })
-    .default({ ttlSeconds: 3600, maxPendingPerAgent: 20 }),
+    .default({ ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 }),
   /**
    * S1 §3.3 Phase 2: `message.send` without approval when the message uses an allowlisted template, goes to
    * an allowlisted recipient type, has no links and no attachments, and the hourly rate limits hold.
@@ -198,6 +205,10 @@ export const RunsConfig = z
   .strictObject({
     /** Model calls that return tool calls, at most, per run; one more call would fail the run. */
     maxToolRounds: z.int().min(1).max(64).default(8),
+    /** Tool calls of one model turn that run; the rest of the turn's calls are answered with a tool error (issue 20 §3). */
+    maxToolCallsPerTurn: z.int().min(1).max(256).default(16),
+    /** Tool calls that run over a whole run; calls past it are answered with a tool error (issue 20 §3). */
+    maxToolCallsPerRun: z.int().min(1).max(4096).default(64),
     /** Bounds every tool call's `timeout_ms` is clamped to (S3 §1.1; the default is 30000). */
     toolTimeoutMs: z
       .strictObject({ min: z.int().min(100).max(600_000).default(1000), max: z.int().min(100).max(600_000).default(120_000) })
@@ -343,7 +354,7 @@ export const GatewayConfig = z.strictObject({
         risks: ["read_only", "draft_only", "side_effect"],
         approvalRequired: ["side_effect"],
         channels: {},
-        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
       }),
       callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
     })
@@ -353,12 +364,14 @@ export const GatewayConfig = z.strictObject({
         risks: ["read_only", "draft_only", "side_effect"],
         approvalRequired: ["side_effect"],
         channels: {},
-        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20 },
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
       },
       callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
     }),
   runs: RunsConfig.default({
     maxToolRounds: 8,
+    maxToolCallsPerTurn: 16,
+    maxToolCallsPerRun: 64,
     toolTimeoutMs: { min: 1000, max: 120_000 },
     providerAttempts: 3,
     providerTimeoutMs: 60_000,

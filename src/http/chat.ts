@@ -6,6 +6,7 @@
  * once (200), which therefore only reach that caller's generations.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { requestCallerKey } from "../runs/caller";
 import { buildRunSpec } from "../runs/spec";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
 import type { SessionIdentity } from "../sessions/SessionDO";
@@ -86,7 +87,10 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       return c.json({ response: `Resumed session ${r.sessionId}.`, session_id: r.sessionId }, 200);
     }
 
-    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
+    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent, {
+      key: requestCallerKey(principal.callerId, body.agent_id),
+      maxPending: config.tools.policy.approvals.maxPendingPerCaller,
+    });
     // Under an Idempotency-Key, a re-attempt of the same use of the key returns the run the first one queued.
     const idempotency = c.get("idempotency");
     const queued = await session.enqueueMessage(identity, {

@@ -16,6 +16,7 @@ import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../openai/request";
 import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../openai/wire";
+import { apiCallerKey } from "../runs/caller";
 import { buildRunSpec } from "../runs/spec";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
@@ -122,7 +123,10 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
   const principal = c.get("principal");
   const callerId = principal?.scope === "api" ? principal.callerId : "admin";
   const agent = config.agents[turn.agentId] as (typeof config.agents)[string];
-  await refuseWhenApprovalsBacklogged(c.env.DB, turn.agentId, config.tools.policy.approvals.maxPendingPerAgent);
+  await refuseWhenApprovalsBacklogged(c.env.DB, turn.agentId, config.tools.policy.approvals.maxPendingPerAgent, {
+    key: apiCallerKey(callerId),
+    maxPending: config.tools.policy.approvals.maxPendingPerCaller,
+  });
   // Under an Idempotency-Key, a re-attempt reaches the same session (the nonce is the key's attempt token) and the
   // same run (its dispatch key), so the turn is not taken twice.
   const idempotency = c.get("idempotency");

@@ -12,6 +12,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
+import { apiCallerKey } from "../runs/caller";
 import { RUN_ID, runObjectId } from "../runs/ids";
 import { listRuns, type RunIndexRow } from "../runs/index-d1";
 import { buildRunSpec } from "../runs/spec";
@@ -279,7 +280,10 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const agent = config.agents[body.agent_id] as (typeof config.agents)[string];
     const callerId = callerOf(c) as string;
     if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
-    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent);
+    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent, {
+      key: apiCallerKey(callerId),
+      maxPending: config.tools.policy.approvals.maxPendingPerCaller,
+    });
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
     // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).
     const idempotency = c.get("idempotency");

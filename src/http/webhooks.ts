@@ -19,6 +19,7 @@ import type { ReplyTarget } from "../channels/replies";
 import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
 import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
 import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
+import { channelCallerKey } from "../runs/caller";
 import { buildRunSpec } from "../runs/spec";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import { GatewayError } from "./errors";
@@ -40,7 +41,7 @@ function agentFor(c: Context<AppEnv>, channel: Channel): string {
 /** Queues a channel message in its session (deduplicated by `dispatchKey`); returns whether it was new. */
 async function queue(
   c: Context<AppEnv>,
-  o: { agentId: string; channel: Channel; key: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
+  o: { agentId: string; channel: Channel; key: string; caller: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
 ): Promise<{ runId: string; duplicate: boolean }> {
   const parsed = parseSessionKey(o.key);
   if (!parsed.ok) throw new GatewayError("invalid.request", parsed.error);
@@ -53,7 +54,8 @@ async function queue(
       message: o.message,
       source: o.channel,
       limits: agent.session,
-      spec: buildRunSpec(config, o.agentId, o.channel, c.get("configSource")),
+      // Per-caller limits count against the message's sender (issue 20 §4, src/runs/caller.ts).
+      spec: { ...buildRunSpec(config, o.agentId, o.channel, c.get("configSource")), caller: o.caller },
       dispatchKey: o.dispatchKey,
       ...(o.reply ? { reply: o.reply } : {}),
     },
@@ -109,6 +111,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
         agentId,
         channel: "telegram",
         key: `agent:${agentId}:telegram:${botId}:${scope}`,
+        caller: channelCallerKey("telegram", botId, update.fromId),
         message: update.text,
         dispatchKey: `telegram:${update.updateId}`,
         reply: {
@@ -148,6 +151,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
       agentId,
       channel: "slack",
       key: `agent:${agentId}:slack:${payload.teamId}:${scope}`,
+      caller: channelCallerKey("slack", payload.teamId, payload.user),
       message: payload.text,
       // A message is (channel, ts): a retry carries the same event_id, and a mention also arriving as app_mention has another one.
       dispatchKey: `slack:${payload.channel}:${payload.ts}`,
@@ -195,6 +199,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
         agentId,
         channel: "standard",
         key: `agent:${agentId}:standard:${room_id}:dm:${user_id}`,
+        caller: channelCallerKey("standard", room_id, user_id),
         message,
         dispatchKey: `standard:${id}`,
         reply: replyUrl ? { channel: "standard", url: replyUrl, userId: user_id, roomId: room_id, inReplyTo: id } : null,

@@ -136,3 +136,63 @@ export async function pendingApprovals(db: D1Database, agentId: string, now: Dat
     .first<{ n: number }>();
   return row?.n ?? 0;
 }
+
+/** Pending approvals of `agentId`, all callers and `caller`'s own. */
+export async function pendingApprovalCounts(
+  db: D1Database,
+  agentId: string,
+  caller: string,
+  now: Date,
+): Promise<{ agent: number; caller: number }> {
+  const row = await db
+    .prepare(
+      `SELECT COUNT(*) AS agent, COALESCE(SUM(caller = ?3), 0) AS mine FROM approvals
+       WHERE agent_id = ?1 AND status = 'pending' AND expires_at > ?2`,
+    )
+    .bind(agentId, now.toISOString(), caller)
+    .first<{ agent: number; mine: number }>();
+  return { agent: row?.agent ?? 0, caller: row?.mine ?? 0 };
+}
+
+export type ApprovalSlot = { ok: true } | { ok: false; limit: "agent" | "caller"; pending: number; max: number };
+
+/**
+ * Indexes a new pending approval only if its agent and its caller are both under their pending limits (issue 20
+ * §4). Count and insert are one D1 statement, and D1 runs statements one at a time, so requests racing from any
+ * number of sessions never leave more than the limit pending — unlike counting first and inserting later.
+ */
+export async function reserveApprovalSlot(
+  db: D1Database,
+  r: Omit<ApprovalIndexRow, "status" | "decided_at"> & { caller: string },
+  limits: { perAgent: number; perCaller: number },
+  now: Date,
+): Promise<ApprovalSlot> {
+  const at = now.toISOString();
+  const inserted = await db
+    .prepare(
+      `INSERT INTO approvals (approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at, caller)
+       SELECT ?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, NULL, ?8
+       WHERE (SELECT COUNT(*) FROM approvals WHERE agent_id = ?2 AND status = 'pending' AND expires_at > ?9) < ?10
+         AND (SELECT COUNT(*) FROM approvals WHERE agent_id = ?2 AND caller = ?8 AND status = 'pending' AND expires_at > ?9) < ?11`,
+    )
+    .bind(
+      r.approval_id,
+      r.agent_id,
+      r.run_id,
+      r.session_key,
+      r.tool,
+      r.created_at,
+      r.expires_at,
+      r.caller,
+      at,
+      limits.perAgent,
+      limits.perCaller,
+    )
+    .run();
+  if (inserted.meta.changes === 1) return { ok: true };
+  // Which limit was full, for the message (read after the fact: the refusal itself was atomic).
+  const counts = await pendingApprovalCounts(db, r.agent_id, r.caller, now);
+  return counts.agent >= limits.perAgent
+    ? { ok: false, limit: "agent", pending: counts.agent, max: limits.perAgent }
+    : { ok: false, limit: "caller", pending: counts.caller, max: limits.perCaller };
+}

@@ -39,7 +39,7 @@ import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
 import { honeypotArgs } from "../tools/builtin/message";
-import { checkHoneypot } from "../tools/honeypot";
+import { checkHoneypot, honeypotRecipient, releaseHoneypotSend, reserveHoneypotSend, sendCertainlyFailed } from "../tools/honeypot";
 import { decide, type GateDecision } from "../tools/policy";
 import {
   tools as defaultRegistry,
@@ -54,6 +54,7 @@ import { lockedSchemaHash, schemaHash } from "../tools/schema-lock";
 import { toWireName } from "../tools/wire-names";
 import {
   type ApprovalRow,
+  type ApprovalSlot,
   approvalForCall,
   argsDigest,
   decideApprovalRow,
@@ -62,7 +63,9 @@ import {
   insertApproval,
   mintApprovalId,
   overdueApprovals,
+  reserveApprovalSlot,
 } from "./approvals";
+import { runCallerKey } from "./caller";
 import type { EventType, RunEvent } from "./events";
 import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
 import { indexRun } from "./index-d1";
@@ -84,7 +87,18 @@ import {
   toolRequestId,
   unfinishedToolCalls,
 } from "./store";
-import { reserveTokens, settleTokens } from "./token-budget";
+import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
+import {
+  DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+  DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+  isLimitRefusal,
+  type LimitDecision,
+  MAX_TOOL_CALLS_ANSWERED,
+  splitByToolLimits,
+  TOOL_LIMIT_CODE,
+  type ToolLimitKey,
+  type ToolLimitSplit,
+} from "./tool-limits";
 import { parseToolCallMarkers, TOOL_CALLS_BEGIN, TOOL_CALLS_END, toolResultMessage } from "./tool-markers";
 
 /** A run interrupted this many times fails instead of starting again. */
@@ -400,15 +414,28 @@ export class RunEngine {
     if (estimated > budget) return overBudget(new OverBudgetError(estimated, budget));
 
     // The agent's token budget, reserved before the network (estimated input + the model's output reservation).
-    let reservation: { day: string; reserved: number } | null = null;
-    if (spec.tokensPerDay !== null) {
-      const r = await reserveTokens(env.DB, spec.agentId, estimated + spec.model.maxOutputTokens, spec.tokensPerDay, new Date());
-      if (!r.ok)
+    // Issue 20 §4: and the caller's own share of it, when the agent sets one (both reserved, or neither).
+    let reservation: { day: string; reserved: number; caller: string | null } | null = null;
+    const callerLimit = spec.tokensPerCallerPerDay ?? null;
+    if (spec.tokensPerDay !== null || callerLimit !== null) {
+      const caller = runCallerKey(spec, run);
+      const need = estimated + spec.model.maxOutputTokens;
+      const r = await reserveCallerTokens(env.DB, {
+        agentId: spec.agentId,
+        caller,
+        tokens: need,
+        agentLimit: spec.tokensPerDay,
+        callerLimit,
+        now: new Date(),
+      });
+      if (!r.ok) {
+        const who = r.scope === "agent" ? `agent "${spec.agentId}"` : `caller "${caller}" of agent "${spec.agentId}"`;
         return {
           status: "failed",
           code: "over_budget",
-          message: `agent "${spec.agentId}" has used ${r.used} of its ${r.limit} tokens for ${r.day} (UTC); this call needs up to ${estimated + spec.model.maxOutputTokens}`,
+          message: `${who} has used ${r.used} of its ${r.limit} tokens for ${r.day} (UTC); this call needs up to ${need}`,
         };
+      }
       reservation = r;
     }
 
@@ -440,7 +467,7 @@ export class RunEngine {
     try {
       result = await this.#callModel(spec, messages, policy === "native" ? offered : [], signal, run.id);
     } catch (err) {
-      if (reservation) await settleTokens(env.DB, spec.agentId, reservation.day, reservation.reserved, 0).catch(() => {});
+      if (reservation) await settleCallerTokens(env.DB, spec.agentId, reservation, 0).catch(() => {});
       if (signal.aborted) return { status: "cancelled", reason: "cancelled while the model was answering" };
       if (err instanceof ProviderError || err instanceof GatewayError) {
         const reason = err instanceof ProviderError ? err.reason : err.code;
@@ -465,7 +492,7 @@ export class RunEngine {
       totalTokens: 0,
     };
     const total = usage.totalTokens || usage.promptTokens + usage.completionTokens;
-    if (reservation) await settleTokens(env.DB, spec.agentId, reservation.day, reservation.reserved, total).catch(() => {});
+    if (reservation) await settleCallerTokens(env.DB, spec.agentId, reservation, total).catch(() => {});
     if (signal.aborted) return { status: "cancelled", reason: "cancelled while the model was answering" };
 
     this.#host.logger.log("info", "model.call", {
@@ -524,6 +551,14 @@ export class RunEngine {
       this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
       return { status: "completed", output: visible };
     }
+    if (calls.length > MAX_TOOL_CALLS_ANSWERED) {
+      this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+      return {
+        status: "failed",
+        code: "invalid.request",
+        message: `the model asked for ${calls.length} tool calls in one turn, more than the ${MAX_TOOL_CALLS_ANSWERED} the gateway answers; none was run`,
+      };
+    }
     if (run.rounds >= spec.maxToolRounds) {
       this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
       return {
@@ -535,9 +570,13 @@ export class RunEngine {
 
     // A malformed marker block becomes one failed call the model sees in the next round (S4 §3).
     if (markerError !== null) calls = [{ id: `markers-${round}`, tool: MARKER_BLOCK, args: markerError }];
+    // Issue 20 §3: calls past the per-turn or per-run cap are answered at once with a tool error, never run.
+    const limits = markerError === null ? this.#toolLimits(run, spec, calls.length) : { admitted: [], refused: [] };
+    const refusedAt = new Map(limits.refused.map((r) => [r.call, r]));
     storage.transactionSync(() => {
       const seq = this.#host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
       const seen = new Set<string>();
+      const refused: { id: string; tool: string; limit: ToolLimitKey; message: string }[] = [];
       calls.forEach((c, ordinal) => {
         // Ids must be unique within a response; a repeat gets a derived id (its result reports the problem).
         const id = seen.has(c.id) ? `${c.id}#${ordinal}` : c.id;
@@ -551,12 +590,63 @@ export class RunEngine {
           request_id: toolRequestId(run.id, round, id),
           args: safeJson(args),
         });
+        const limit = refusedAt.get(ordinal);
+        if (limit) refused.push({ id, tool: c.tool, limit: limit.limit, message: limit.message });
       });
+      for (const r of refused) this.#refuseOverLimit(run, spec, round, r);
       appendTrace(sql, run.id, "tool_plan", { round, calls: calls.map((c) => ({ id: c.id, tool: c.tool })) });
-      sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length}, updated_at = ${new Date().toISOString()}
+      // `tool_calls` counts the calls the gateway took on (gated or ran), not the ones a cap refused.
+      sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${calls.length - refused.length}, updated_at = ${new Date().toISOString()}
               WHERE id = ${run.id}`;
     });
     return undefined;
+  }
+
+  /** Which of a turn's `count` calls (by ordinal) the per-turn and per-run caps admit (issue 20 §3). */
+  #toolLimits(run: RunRow, spec: RunSpec, count: number): ToolLimitSplit<number> {
+    const earlier = runToolExecutions(this.#host.sql, run.id).filter((e) => e.tool !== MARKER_BLOCK && !isLimitRefusal(e));
+    return splitByToolLimits(
+      Array.from({ length: count }, (_, i) => i),
+      {
+        perTurn: spec.maxToolCallsPerTurn ?? DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+        perRun: spec.maxToolCallsPerRun ?? DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+        admittedBefore: earlier.length,
+      },
+    );
+  }
+
+  /**
+   * Closes a planned call a cap refused: done, `policy.denied`, its decision naming the limit, and a `tool.result`
+   * event. Called inside the planning transaction. The failure loop does not count it (the tool never ran), and it
+   * is not copied to the transcript: the model reads it in the run's next request, later runs need not.
+   */
+  #refuseOverLimit(run: RunRow, spec: RunSpec, round: number, r: { id: string; tool: string; limit: ToolLimitKey; message: string }): void {
+    const decision: LimitDecision = {
+      outcome: "denied",
+      code: TOOL_LIMIT_CODE,
+      reason: r.message,
+      tool: this.#registry.get(r.tool)?.name ?? r.tool,
+      risk: this.#registry.get(r.tool)?.risk ?? null,
+      channel: this.#host.channel(),
+      policy_id: spec.policy.id,
+      limit: r.limit,
+    };
+    const error = { code: TOOL_LIMIT_CODE, message: r.message };
+    const summary = `${r.tool} not run: ${r.limit}`;
+    this.#host.sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${JSON.stringify(error)}, summary = ${summary},
+                   duration_ms = 0, finished_at = ${new Date().toISOString()}, decision = ${JSON.stringify(decision)}
+            WHERE run_id = ${run.id} AND round = ${round} AND tool_call_id = ${r.id}`;
+    this.#event(run, "tool.result", {
+      round,
+      tool: r.tool,
+      tool_call_id: r.id,
+      request_id: toolRequestId(run.id, round, r.id),
+      ok: false,
+      error,
+      summary,
+      duration_ms: 0,
+      gate: decision,
+    });
   }
 
   /**
@@ -682,7 +772,11 @@ export class RunEngine {
                     WHERE run_id = ${run.id} AND round = ${call.round} AND tool_call_id = ${call.tool_call_id}`;
             appendTrace(sql, run.id, "tool_start", { tool: call.tool, tool_call_id: call.tool_call_id });
           });
-          outcome = await this.#runHandler(request, call, def as ToolDefinition, signal, spec);
+          const reserved = gate.honeypotSend !== undefined;
+          outcome = await this.#runHandler(request, call, def as ToolDefinition, signal, spec, reserved);
+          // A honeypot send that certainly did not go out gives its place under the rate limits back.
+          if (reserved && !outcome.ok && sendCertainlyFailed(outcome.error.code))
+            await releaseHoneypotSend(env.DB, gate.honeypotSend as number).catch(() => {});
         }
       }
       const duration = Date.now() - started;
@@ -772,7 +866,7 @@ export class RunEngine {
     run: RunRow,
     spec: RunSpec,
     call: ToolExecutionRow,
-  ): Promise<{ paused: true } | { paused: false; decision: GateDecision | null; outcome: ToolOutcome | null }> {
+  ): Promise<{ paused: true } | { paused: false; decision: GateDecision | null; outcome: ToolOutcome | null; honeypotSend?: number }> {
     const { sql, storage, env } = this.#host;
     if (call.tool === MARKER_BLOCK)
       return {
@@ -823,13 +917,17 @@ export class RunEngine {
       const sendArgs = honeypotArgs(args as Record<string, unknown>);
       if (sendArgs) {
         const check = await checkHoneypot({ args: sendArgs, config: spec.honeypot, db: env.DB, agentId: spec.agentId, now: new Date() });
-        if (check.ok)
+        // Issue 20 §4: the check above only names a broken rule; the place under the rate limits is taken
+        // atomically here, before anything is sent, so concurrent sends from other sessions cannot all pass.
+        const held = check.ok ? await this.#reserveHoneypot(spec, honeypotRecipient(sendArgs)) : check;
+        if (held.ok)
           return {
             paused: false,
             decision: { ...decision, outcome: "allowed", reason: "honeypot exception (S1 §3.3 Phase 2)" },
             outcome: null,
+            honeypotSend: held.id,
           };
-        decision = { ...decision, reason: `${decision.reason} (honeypot exception not met: ${check.reason})` };
+        decision = { ...decision, reason: `${decision.reason} (honeypot exception not met: ${held.reason})` };
       }
     }
 
@@ -839,6 +937,16 @@ export class RunEngine {
       const now = new Date();
       const id = mintApprovalId(this.#host.objectId());
       const expiresAt = new Date(now.getTime() + spec.approvalTtlSeconds * 1000).toISOString();
+      // Issue 20 §4: the approval takes its place under the pending limits (agent, caller) atomically in D1 first;
+      // with no place, the call is refused and the run goes on. A crash after this leaves a pending index row that
+      // expires with the approval's TTL, so a reservation is never held for longer than an approval would be.
+      const slot = await this.#reserveApprovalSlot(run, spec, { id, tool: decision.tool, now, expiresAt });
+      if (!slot.ok)
+        return {
+          paused: false,
+          decision: { ...decision, outcome: "denied", code: "policy.denied", reason: slot.message },
+          outcome: { ok: false, error: { code: "policy.denied", message: slot.message } },
+        };
       storage.transactionSync(() => {
         insertApproval(sql, {
           id,
@@ -893,6 +1001,59 @@ export class RunEngine {
         ? `approval ${approval.id} expired before anyone decided; the call was not run`
         : `denied by ${approval.decided_by ?? "an admin"}${approval.decision_reason ? `: ${approval.decision_reason}` : ""}`;
     return { paused: false, decision, outcome: { ok: false, error: { code: "policy.denied", message: why } } };
+  }
+
+  /** An approval's place under the pending limits (issue 20 §4); fails closed when the index cannot be written. */
+  async #reserveApprovalSlot(
+    run: RunRow,
+    spec: RunSpec,
+    a: { id: string; tool: string; now: Date; expiresAt: string },
+  ): Promise<{ ok: true } | { ok: false; message: string }> {
+    const caller = runCallerKey(spec, run);
+    const limits = {
+      perAgent: spec.maxPendingPerAgent ?? DEFAULT_MAX_PENDING_PER_AGENT,
+      perCaller: spec.maxPendingPerCaller ?? DEFAULT_MAX_PENDING_PER_CALLER,
+    };
+    let slot: ApprovalSlot;
+    try {
+      slot = await reserveApprovalSlot(
+        this.#host.env.DB,
+        {
+          approval_id: a.id,
+          agent_id: spec.agentId,
+          run_id: run.id,
+          session_key: this.#host.session().sessionKey,
+          tool: a.tool,
+          created_at: a.now.toISOString(),
+          expires_at: a.expiresAt,
+          caller,
+        },
+        limits,
+        a.now,
+      );
+    } catch {
+      return {
+        ok: false,
+        message: "not run: the approval request could not be recorded, so the call cannot wait for one; try again later",
+      };
+    }
+    if (slot.ok) return slot;
+    const who = slot.limit === "agent" ? `agent "${spec.agentId}"` : `caller "${caller}"`;
+    const key = slot.limit === "agent" ? "maxPendingPerAgent" : "maxPendingPerCaller";
+    return {
+      ok: false,
+      message: `not run: ${who} already has ${slot.pending} tool calls waiting for approval (tools.policy.approvals.${key} = ${slot.max}); try again once they are decided`,
+    };
+  }
+
+  /** A honeypot send's place under the hourly limits; fails closed (the send then needs an approval). */
+  async #reserveHoneypot(spec: RunSpec, recipient: string): Promise<{ ok: true; id: number } | { ok: false; reason: string }> {
+    const config = spec.honeypot as NonNullable<RunSpec["honeypot"]>;
+    try {
+      return await reserveHoneypotSend(this.#host.env.DB, { agentId: spec.agentId, recipient, config, now: new Date() });
+    } catch {
+      return { ok: false, reason: "the rate limits could not be checked, so the send needs approval" };
+    }
   }
 
   /**
@@ -1007,6 +1168,7 @@ export class RunEngine {
     def: ToolDefinition,
     runSignal: AbortSignal,
     spec: RunSpec,
+    honeypotReserved = false,
   ): Promise<ToolOutcome> {
     const { sql, storage } = this.#host;
     const scope = `tool:${def.name}`;
@@ -1023,7 +1185,7 @@ export class RunEngine {
     });
     const first = stored as Begin;
     if (first.kind === "replay") return JSON.parse(first.response) as ToolOutcome;
-    const outcome = await this.#invokeHandler(request, call, def, runSignal, spec);
+    const outcome = await this.#invokeHandler(request, call, def, runSignal, spec, honeypotReserved);
     complete(sql, scope, key, JSON.stringify(outcome), Date.now(), spec.idempotencyRetentionMs ?? DEFAULT_TOOL_RETENTION_MS);
     return outcome;
   }
@@ -1035,6 +1197,7 @@ export class RunEngine {
     def: ToolDefinition,
     runSignal: AbortSignal,
     spec: RunSpec,
+    honeypotReserved = false,
   ): Promise<ToolOutcome> {
     const { input, timeout_ms: timeoutMs, run_id: runId } = request;
     const session = this.#host.session();
@@ -1048,6 +1211,7 @@ export class RunEngine {
         channel: this.#host.channel(),
         capabilities: this.#host.capabilities(),
         honeypot: spec.honeypot ?? undefined,
+        honeypotReserved,
         // Runs accepted before this setting existed carry no allowlist field: treat as none.
         netAllowlist: spec.netAllowlist ?? null,
         sessionKey: session.sessionKey,
@@ -1089,6 +1253,10 @@ export class RunEngine {
     }
   }
 }
+
+/** Pending-approval limits for runs accepted before their spec carried them (the config defaults). */
+const DEFAULT_MAX_PENDING_PER_AGENT = 20;
+const DEFAULT_MAX_PENDING_PER_CALLER = 5;
 
 /** The pseudo-tool a malformed marker block is reported as. */
 const MARKER_BLOCK = "tool_calls.block";

@@ -22,12 +22,23 @@ export interface RunSpec {
   /** Tool names (or aliases) allowlisted for the agent. */
   tools: string[];
   maxToolRounds: number;
+  /** Issue 20 §3: tool calls that run per model turn and per run; the rest are refused (absent on older runs: 16, 64). */
+  maxToolCallsPerTurn?: number;
+  maxToolCallsPerRun?: number;
   toolTimeoutMs: { min: number; max: number };
   providerAttempts: number;
   providerTimeoutMs: number;
   failureLoop: FailureLoopConfig;
   /** Provider tokens per UTC day for the agent; null = unlimited. */
   tokensPerDay: number | null;
+  /** Provider tokens per UTC day for one caller of the agent (issue 20 §4); null or absent = only the agent's limit. */
+  tokensPerCallerPerDay?: number | null;
+  /** Who the per-caller limits count against (src/runs/caller.ts); absent = the run's API caller, else the agent. */
+  caller?: string;
+  /** Pending approvals one caller may have on the agent (issue 20 §4); absent on older runs = the default, 5. */
+  maxPendingPerCaller?: number;
+  /** Pending approvals the agent may have (absent on older runs = the default, 20). */
+  maxPendingPerAgent?: number;
   /** The tool policy in force (S1 §3.2) and how approvals behave. */
   policy: ToolPolicy;
   approvalTtlSeconds: number;
@@ -68,11 +79,16 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     caps: { ...agent.context },
     tools: [...agent.tools.allow],
     maxToolRounds: config.runs.maxToolRounds,
+    maxToolCallsPerTurn: config.runs.maxToolCallsPerTurn,
+    maxToolCallsPerRun: config.runs.maxToolCallsPerRun,
     toolTimeoutMs: { ...config.runs.toolTimeoutMs },
     providerAttempts: config.runs.providerAttempts,
     providerTimeoutMs: config.runs.providerTimeoutMs,
     failureLoop: { ...config.runs.failureLoop, recentAttempts: 5 },
     tokensPerDay: agent.budget.tokensPerDay ?? null,
+    tokensPerCallerPerDay: agent.budget.tokensPerCallerPerDay ?? null,
+    maxPendingPerCaller: config.tools.policy.approvals.maxPendingPerCaller,
+    maxPendingPerAgent: config.tools.policy.approvals.maxPendingPerAgent,
     policy: {
       id: config.tools.policy.id,
       risks: [...config.tools.policy.risks],

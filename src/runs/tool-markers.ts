@@ -12,6 +12,7 @@
  * the model as a failed tool round — never an exception.
  */
 import { z } from "zod";
+import { MAX_TOOL_CALLS_ANSWERED } from "./tool-limits";
 
 export const TOOL_CALLS_BEGIN = "<<<TOOL_CALLS_JSON>>>";
 export const TOOL_CALLS_END = "<<<END_TOOL_CALLS_JSON>>>";
@@ -23,8 +24,11 @@ export const MarkerToolCall = z.strictObject({
 });
 export type MarkerToolCall = z.infer<typeof MarkerToolCall>;
 
-/** At most this many calls in one response. */
-export const MAX_MARKER_CALLS = 16;
+/**
+ * At most this many calls in one response, or the block is rejected whole. A parse bound only: how many of a
+ * block's calls run is `runs.maxToolCallsPerTurn`'s business (issue 20 §3), as for native tool calls.
+ */
+export const MAX_MARKER_CALLS = MAX_TOOL_CALLS_ANSWERED;
 
 export type MarkerParse = { visible: string; calls: MarkerToolCall[]; error: null } | { visible: string; calls: []; error: string };
 

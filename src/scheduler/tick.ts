@@ -21,6 +21,7 @@
  */
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../observability/logger";
+import { jobCallerKey } from "../runs/caller";
 import { buildRunSpec, type ConfigRef } from "../runs/spec";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import { type NotifySpec, webhookIdFor } from "./notify";
@@ -104,7 +105,8 @@ export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayCon
         message: f.message,
         source: "job",
         limits: agent.session,
-        spec: { ...buildRunSpec(config, f.agentId, "job", ref), task: "automation" },
+        // Each job is its own caller for the per-caller limits (issue 20 §4).
+        spec: { ...buildRunSpec(config, f.agentId, "job", ref), task: "automation", caller: jobCallerKey(f.jobId) },
         dispatchKey: dispatchKeyOf(f),
         job: { jobId: f.jobId, scheduledFor: f.scheduledFor, missed: f.missed },
         notify,

@@ -4,7 +4,9 @@
  * template, goes to an allowlisted recipient type, carries no links and no
  * attachments, and stays within the hourly rate limits. Anything else — free
  * text above all — still needs an approval (Phase 1). `checkHoneypot` names
- * the first rule a send breaks; `recordHoneypotSend` counts a delivered send.
+ * the first rule a send breaks; `reserveHoneypotSend` then takes a place under
+ * the hourly limits atomically before the send goes out (issue 20 §4), and
+ * `recordHoneypotSend` counts a delivered send that held no reservation.
  *
  * Link detection (`containsLink`) is deliberately suspicious: a false positive
  * costs one approval, a false negative sends a link nobody reviewed. It looks
@@ -418,4 +420,55 @@ export async function recordHoneypotSend(db: D1Database, agentId: string, recipi
     db.prepare("INSERT INTO honeypot_sends (agent_id, recipient, sent_at) VALUES (?, ?, ?)").bind(agentId, recipient, at),
     db.prepare("DELETE FROM honeypot_sends WHERE agent_id = ? AND sent_at <= ?").bind(agentId, at - RETAIN_MS),
   ]);
+}
+
+/**
+ * Takes one place under the hourly limits for a honeypot send, before it is delivered (issue 20 §4): a single
+ * D1 statement counts and inserts, so sends racing from any number of sessions (SessionDOs) cannot all see room
+ * under the limit — D1 runs one statement at a time on one database, and the count and the insert are that one
+ * statement. The row is the send's record from then on; `releaseHoneypotSend` removes it when nothing was sent.
+ * Also prunes this agent's rows older than a day. Throws when D1 fails (the caller then needs an approval).
+ */
+export async function reserveHoneypotSend(
+  db: D1Database,
+  o: { agentId: string; recipient: string; config: Pick<HoneypotConfig, "perRecipientPerHour" | "perAgentPerHour">; now: Date },
+): Promise<{ ok: true; id: number } | { ok: false; reason: string }> {
+  const at = o.now.getTime();
+  const [insert] = await db.batch([
+    db
+      .prepare(
+        `INSERT INTO honeypot_sends (agent_id, recipient, sent_at)
+         SELECT ?1, ?2, ?3
+         WHERE (SELECT COUNT(*) FROM honeypot_sends WHERE agent_id = ?1 AND recipient = ?2 AND sent_at > ?4) < ?5
+           AND (SELECT COUNT(*) FROM honeypot_sends WHERE agent_id = ?1 AND sent_at > ?4) < ?6
+         RETURNING id`,
+      )
+      .bind(o.agentId, o.recipient, at, at - HOUR_MS, o.config.perRecipientPerHour, o.config.perAgentPerHour),
+    db.prepare("DELETE FROM honeypot_sends WHERE agent_id = ? AND sent_at <= ?").bind(o.agentId, at - RETAIN_MS),
+  ]);
+  const id = (insert?.results[0] as { id?: number } | undefined)?.id;
+  if (typeof id === "number") return { ok: true, id };
+  // Which limit was full, for the approval's reason (read after the fact: the refusal itself was atomic).
+  const counts = await db
+    .prepare("SELECT COALESCE(SUM(recipient = ?1), 0) AS recipient_sends FROM honeypot_sends WHERE agent_id = ?2 AND sent_at > ?3")
+    .bind(o.recipient, o.agentId, at - HOUR_MS)
+    .first<{ recipient_sends: number }>()
+    .catch(() => null);
+  return (counts?.recipient_sends ?? 0) >= o.config.perRecipientPerHour
+    ? { ok: false, reason: `rate limit: ${sends(o.config.perRecipientPerHour)} to this recipient in the last hour` }
+    : { ok: false, reason: `rate limit: ${sends(o.config.perAgentPerHour)} by this agent in the last hour` };
+}
+
+/** Gives back a reservation whose send certainly did not go out (see `reserveHoneypotSend`). */
+export async function releaseHoneypotSend(db: D1Database, id: number): Promise<void> {
+  await db.prepare("DELETE FROM honeypot_sends WHERE id = ?").bind(id).run();
+}
+
+/**
+ * Whether a failed `message.send` certainly sent nothing, so its reservation can be released: invalid input, no
+ * adapter, a denial. Any other failure (the adapter threw, timed out, returned no id) may have delivered the
+ * message, so its reservation stays and counts — the limit errs towards fewer sends, never more.
+ */
+export function sendCertainlyFailed(code: string): boolean {
+  return code === "tool.input_invalid" || code === "invalid.request" || code === "policy.denied";
 }

@@ -66,6 +66,8 @@ export interface ToolContext {
   netAllowlist?: readonly string[] | null | undefined;
   /** The honeypot configuration in force (`message.send` templates), if any. */
   honeypot?: HoneypotConfig | undefined;
+  /** This call holds a honeypot reservation (issue 20 §4): the send is already counted toward the rate limits. */
+  honeypotReserved?: boolean | undefined;
   /** Aborted when the call's `timeout_ms` elapses or the run is cancelled. */
   signal: AbortSignal;
   timeoutMs: number;

@@ -146,7 +146,8 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
           },
         };
 
-      if (honeypot && input.template !== undefined) {
+      // A send the gate let through as a honeypot exception was counted when it reserved its place (issue 20 §4).
+      if (honeypot && input.template !== undefined && !ctx.honeypotReserved) {
         // Delivered: a failure to count it must not turn a sent message into an error the model would retry.
         await recordHoneypotSend(ctx.env.DB, ctx.agentId, honeypotRecipient(input), now()).catch(() => {});
       }
