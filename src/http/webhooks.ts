@@ -20,11 +20,18 @@ import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
 import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
 import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
 import { buildRunSpec } from "../runs/spec";
+import { deploymentConfig, secretOrigins } from "../security/secret-origins";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 type Channel = "telegram" | "slack" | "standard";
+
+/** Where the deployment's own config sends `name` (a reply's bot token goes there and nowhere else). */
+function tokenOrigin(c: Context<AppEnv>, name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN"): Record<string, string> {
+  const origin = secretOrigins(deploymentConfig(c.get("config"), c.get("configSource").source))[name];
+  return origin ? { tokenOrigin: origin } : {};
+}
 
 const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
 
@@ -116,6 +123,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
           apiBaseUrl: c.get("config").channels.telegram.apiBaseUrl,
           chatId: update.chatId,
           replyTo: update.messageId,
+          ...tokenOrigin(c, "TELEGRAM_BOT_TOKEN"),
         },
       });
       return c.json({ ok: true }, 200);
@@ -156,6 +164,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
         apiBaseUrl: c.get("config").channels.slack.apiBaseUrl,
         channel_id: payload.channel,
         threadTs: payload.threadTs ?? payload.ts,
+        ...tokenOrigin(c, "SLACK_BOT_TOKEN"),
       },
     });
     return c.json({ ok: true }, 200);
