@@ -8,7 +8,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { signWebhook, webhookKey } from "../src/channels/standard-webhooks";
-import { forgetStoredSecrets } from "../src/security/stored-secrets";
+import { secretValuesFromEnv } from "../src/security/redact";
+import { envWithStoredSecrets, forgetStoredSecrets } from "../src/security/stored-secrets";
 import { forgetAdminGenerations } from "../src/storage/admin-generation";
 import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, appFor, call } from "./support/runs";
@@ -163,5 +164,15 @@ describe("ISSUE20-§5.4 inbound webhook secrets rotate with an overlap", () => {
     const strict = channelApp(0);
     expect((await c.send(strict, second)).status).toBe(200);
     expect((await c.send(strict, first)).status).toBe(401);
+  });
+
+  it("ISSUE20-§5.4 the replaced value is still a secret: it is redacted like the current one while it is kept", async () => {
+    const app = channelApp();
+    const next = channels.slack.fresh();
+    await call(app, "POST", "/api/admin/secrets", { name: "SLACK_SIGNING_SECRET", value: next }, ADMIN);
+    const values = secretValuesFromEnv(await envWithStoredSecrets(env));
+    expect(values).toContain(next);
+    expect(values).toContain(env.SLACK_SIGNING_SECRET);
+    expect(values.filter((v) => v === env.SLACK_SIGNING_SECRET)).toHaveLength(1);
   });
 });
