@@ -17,7 +17,6 @@
 import type { ConfigIssue } from "../config/issues";
 import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
-import { providerKeyVariable } from "../providers/api-key";
 
 /** Where the merged env carries the origins of stored secrets (a symbol: never taken for a secret's name). */
 export const STORED_SECRET_ORIGINS: unique symbol = Symbol.for("sophie.storedSecretOrigins");
@@ -52,7 +51,8 @@ export function secretDestinations(config: GatewayConfig): SecretDestination[] {
   const out: SecretDestination[] = [];
   for (const [id, provider] of Object.entries(config.models.providers)) {
     const origin = urlOrigin(provider.baseUrl);
-    if (origin) out.push({ name: providerKeyVariable(id), origin, path: `models.providers.${id}.baseUrl`, what: `provider "${id}"` });
+    // `<PROVIDERID>_API_KEY`, as providerKeyVariable (src/providers/api-key.ts, which imports this module) spells it.
+    if (origin) out.push({ name: `${id.toUpperCase()}_API_KEY`, origin, path: `models.providers.${id}.baseUrl`, what: `provider "${id}"` });
   }
   const channels = [
     ["TELEGRAM_BOT_TOKEN", "telegram", config.channels.telegram.apiBaseUrl],
