@@ -221,7 +221,11 @@ describe("S3 §5 POST /api/admin/config persists a validated config", () => {
   });
 
   it("a run records the config version it was accepted under in run.created (source, version, sha256)", async () => {
-    const doc = JSON.parse(JSON.stringify(runConfig(uniqueHost("ok"))));
+    const host = uniqueHost("ok");
+    const doc = JSON.parse(JSON.stringify(runConfig(host)));
+    // Moving the provider to another origin needs its key stored for that origin first (issue 20 §5).
+    const stored = { name: "MOONSHOT_API_KEY", value: env.MOONSHOT_API_KEY, origin: `https://${host}` };
+    expect((await call(app, "POST", "/api/admin/secrets", stored, ADMIN)).status).toBe(201);
     const posted = (await call(app, "POST", "/api/admin/config", doc, ADMIN)).body;
     const runId = (await call(app, "POST", "/v1/runs", { agent_id: "main", message: "which config?" })).body.id;
     expect((await waitForRun(app, runId)).status).toBe("completed");

@@ -65,7 +65,7 @@ describe("chat()", () => {
     const { host, req } = request("unauthorized");
     const err = await chat(req, noWait).catch((e) => e);
     expect(err).toMatchObject({ reason: "auth", retryable: false });
-    expect(err.message).toBe(`the provider rejected the API key for moonshot:kimi-k1-128k at https://${host}/v1 (HTTP 401)`);
+    expect(err.message).toBe(`the provider rejected the API key for moonshot:kimi-k1-128k (HTTP 401)`);
     expect(err.message).not.toContain("mk-test");
     expect(await requestsTo(host)).toHaveLength(1);
   });

@@ -602,7 +602,7 @@ describe("runs: provider failures (S1 §0.4: no fallback)", () => {
     const app = appFor(runConfig(host));
     const run = await waitForRun(app, await startRun(app, "hi"));
     expect(run.status).toBe("failed");
-    expect(run.output).toBe(`the provider rejected the API key for moonshot:kimi-k1-128k at https://${host}/v1 (HTTP 401)`);
+    expect(run.output).toBe(`the provider rejected the API key for moonshot:kimi-k1-128k (HTTP 401)`);
     expect(await requestsTo(host)).toHaveLength(1);
     const detail = await runDetail(app, run.id);
     expect(JSON.stringify(detail)).not.toContain("sk-test-moonshot");
@@ -613,7 +613,7 @@ describe("runs: provider failures (S1 §0.4: no fallback)", () => {
     const host = uniqueHost("ratelimit");
     const app = appFor(runConfig(host, { runs: { providerAttempts: 2 } }));
     const run = await waitForRun(app, await startRun(app, "hi"));
-    expect(run.output).toBe(`the provider rate-limited moonshot:kimi-k1-128k at https://${host}/v1 (HTTP 429)`);
+    expect(run.output).toBe(`the provider rate-limited moonshot:kimi-k1-128k (HTTP 429)`);
     expect(await requestsTo(host)).toHaveLength(2);
   });
 
@@ -625,7 +625,7 @@ describe("runs: provider failures (S1 §0.4: no fallback)", () => {
     const down = uniqueHost("error500");
     const app = appFor(runConfig(down, { runs: { providerAttempts: 1 } }));
     const failed = await waitForRun(app, await startRun(app, "hi"));
-    expect(failed.output).toBe(`the provider failed for moonshot:kimi-k1-128k at https://${down}/v1 (HTTP 500)`);
+    expect(failed.output).toBe(`the provider failed for moonshot:kimi-k1-128k (HTTP 500)`);
   });
 
   it("timeout → failed with the provider timeout message", async () => {
@@ -633,7 +633,7 @@ describe("runs: provider failures (S1 §0.4: no fallback)", () => {
     const app = appFor(runConfig(host, { runs: { providerAttempts: 1, providerTimeoutMs: 1000 } }));
     const run = await waitForRun(app, await startRun(app, "hi"));
     expect(run.status).toBe("failed");
-    expect(run.output).toBe(`the model moonshot:kimi-k1-128k at https://${host}/v1 did not answer in time`);
+    expect(run.output).toBe(`the model moonshot:kimi-k1-128k did not answer in time`);
   });
 });
 

@@ -36,6 +36,8 @@ export interface SendContext {
   env?: Env;
   /** The channel platform's API base URL when the channel is enabled in the run's configuration. */
   apiBaseUrl?: string | undefined;
+  /** Where the deployment's config sends each bot token: a token is sent only to the origin it is bound to. */
+  secretOrigins?: Readonly<Record<string, string>> | undefined;
 }
 
 export interface ChannelSender {

@@ -20,15 +20,19 @@
  *   is retried.
  */
 import { redactText } from "../security/redact";
+import { boundSecret, withheldMessage } from "../security/secret-origins";
 import type { Sql } from "../storage/sql";
 import { postSlackMessage } from "./slack";
 import { postSignedWebhook, webhookKey } from "./standard-webhooks";
 import { sendTelegramMessage, splitTelegramText } from "./telegram";
 
-/** Where a reply goes, resolved when the message was accepted. */
+/**
+ * Where a reply goes, resolved when the message was accepted. `tokenOrigin`: where the deployment's own config
+ * sends the bot token (issue 20 §5; absent on older rows: the bundled file's origin).
+ */
 export type ReplyTarget =
-  | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null }
-  | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null }
+  | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null; tokenOrigin?: string }
+  | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null; tokenOrigin?: string }
   | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string };
 
 export const MAX_ATTEMPTS = 6;
@@ -165,14 +169,28 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
   }
 }
 
+/** The bot token for a reply to `target`, unless it is missing or bound to another origin (then never sent). */
+function botToken(
+  host: ReplyHost,
+  name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN",
+  target: { channel: string; apiBaseUrl: string; tokenOrigin?: string },
+): { ok: true; value: string } | { ok: false; failure: PartResult } {
+  const deployment = target.tokenOrigin !== undefined ? { [name]: target.tokenOrigin } : undefined;
+  const token = boundSecret(host.env, name, target.apiBaseUrl, deployment);
+  if (token.ok) return token;
+  const error = token.reason === "missing" ? `${name} is not set` : withheldMessage(name, `channel "${target.channel}"`);
+  return { ok: false, failure: { ok: false, retry: false, answered: true, error } };
+}
+
 async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, text: string, part: number): Promise<PartResult> {
   const signal = AbortSignal.timeout(15_000);
   if (target.channel === "telegram") {
-    if (!host.env.TELEGRAM_BOT_TOKEN) return { ok: false, retry: false, answered: true, error: "TELEGRAM_BOT_TOKEN is not set" };
+    const token = botToken(host, "TELEGRAM_BOT_TOKEN", target);
+    if (!token.ok) return token.failure;
     const r = await sendTelegramMessage({
       ...(host.fetch ? { fetch: host.fetch } : {}),
       apiBaseUrl: target.apiBaseUrl,
-      botToken: host.env.TELEGRAM_BOT_TOKEN,
+      botToken: token.value,
       chatId: target.chatId,
       text,
       ...(target.replyTo !== null && part === 0 ? { replyTo: target.replyTo } : {}),
@@ -181,11 +199,12 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     return r.ok ? { ok: true, messageId: String(r.messageId) } : { ...r, answered: r.status !== null };
   }
   if (target.channel === "slack") {
-    if (!host.env.SLACK_BOT_TOKEN) return { ok: false, retry: false, answered: true, error: "SLACK_BOT_TOKEN is not set" };
+    const token = botToken(host, "SLACK_BOT_TOKEN", target);
+    if (!token.ok) return token.failure;
     const r = await postSlackMessage({
       ...(host.fetch ? { fetch: host.fetch } : {}),
       apiBaseUrl: target.apiBaseUrl,
-      botToken: host.env.SLACK_BOT_TOKEN,
+      botToken: token.value,
       channel: target.channel_id,
       text,
       threadTs: target.threadTs,

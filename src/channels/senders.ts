@@ -4,17 +4,24 @@
  * rules — and end here. Registered when this module loads. A channel that is not enabled in the
  * configuration (no API base URL in the run's context) or has no bot token refuses, and nothing is sent.
  */
-import { type ChannelSender, channelSenders } from "./outbound";
+import { boundSecret, withheldMessage } from "../security/secret-origins";
+import { type ChannelSender, channelSenders, type SendContext } from "./outbound";
 import { postSlackMessage } from "./slack";
 import { sendTelegramMessage } from "./telegram";
+
+/** The bot token for `apiBaseUrl`; throws (for the log only) when it is missing or bound to another origin. */
+function botToken(ctx: SendContext, name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN", channel: string, apiBaseUrl: string): string {
+  const token = boundSecret(ctx.env ?? {}, name, apiBaseUrl, ctx.secretOrigins);
+  if (token.ok) return token.value;
+  throw new Error(token.reason === "missing" ? `${name} is not set` : withheldMessage(name, `channel "${channel}"`));
+}
 
 const telegram: ChannelSender = {
   async send(msg, ctx) {
     if (!ctx.apiBaseUrl) throw new Error("the telegram channel is not enabled");
-    if (!ctx.env?.TELEGRAM_BOT_TOKEN) throw new Error("TELEGRAM_BOT_TOKEN is not set");
     const r = await sendTelegramMessage({
       apiBaseUrl: ctx.apiBaseUrl,
-      botToken: ctx.env.TELEGRAM_BOT_TOKEN,
+      botToken: botToken(ctx, "TELEGRAM_BOT_TOKEN", "telegram", ctx.apiBaseUrl),
       chatId: msg.to,
       text: msg.text,
       signal: ctx.signal,
@@ -27,10 +34,9 @@ const telegram: ChannelSender = {
 const slack: ChannelSender = {
   async send(msg, ctx) {
     if (!ctx.apiBaseUrl) throw new Error("the slack channel is not enabled");
-    if (!ctx.env?.SLACK_BOT_TOKEN) throw new Error("SLACK_BOT_TOKEN is not set");
     const r = await postSlackMessage({
       apiBaseUrl: ctx.apiBaseUrl,
-      botToken: ctx.env.SLACK_BOT_TOKEN,
+      botToken: botToken(ctx, "SLACK_BOT_TOKEN", "slack", ctx.apiBaseUrl),
       channel: msg.to,
       text: msg.text,
       threadTs: null,

@@ -260,6 +260,12 @@ export const ChannelsConfig = z.strictObject({
       replyUrl: ChannelApiBase.optional(),
     })
     .default({ enabled: false }),
+  /**
+   * Rotation overlap (issue 20 §5): when an inbound webhook secret (TELEGRAM_WEBHOOK_SECRET, SLACK_SIGNING_SECRET,
+   * STANDARD_WEBHOOK_SECRET) is replaced through POST /api/admin/secrets, the value it replaced is still accepted
+   * for this many seconds after the replacement. 0: never.
+   */
+  secretRotationOverlapSeconds: z.int().min(0).max(604_800).default(86_400),
 });
 export type ChannelsConfig = z.infer<typeof ChannelsConfig>;
 
@@ -345,6 +351,7 @@ export const GatewayConfig = z.strictObject({
     telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
     slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
     standard: { enabled: false },
+    secretRotationOverlapSeconds: 86_400,
   }),
   /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
   tools: z

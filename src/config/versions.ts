@@ -90,14 +90,18 @@ export type PostConfigResult =
 /**
  * Validates `raw` and stores it as the next version. With `expectedNewest` (from `If-Match`), stores only if
  * the newest version is still that one (0 = none yet), so two admins editing at once cannot lose a change.
+ * `refuse` adds the caller's own rules: a config it names issues for is not stored.
  */
 export async function postConfigVersion(
   db: D1Database,
   raw: unknown,
-  o: { actor: string; now: Date; expectedNewest?: number },
+  o: { actor: string; now: Date; expectedNewest?: number; refuse?: (config: GatewayConfig) => ConfigIssue[] },
 ): Promise<PostConfigResult> {
   const parsed = parseGatewayConfig(raw);
   if (!parsed.ok) return { ok: false, reason: "invalid", issues: parsed.issues };
+  // The caller's rules beyond the schema (secrets bound to origins, issue 20 §5).
+  const refused = o.refuse?.(parsed.value) ?? [];
+  if (refused.length > 0) return { ok: false, reason: "invalid", issues: refused };
   const body = JSON.stringify(raw);
   const sha256 = await sha256Hex(body);
   const bundledSha = await bundledConfigSha256();

@@ -28,9 +28,10 @@ import {
   postConfigVersion,
 } from "../config/versions";
 import { listRuns } from "../runs/index-d1";
+import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../security/secret-origins";
 import { detectSecretValue, isSecretFieldName } from "../security/secret-patterns";
 import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../security/secrets-store";
-import { storableSecretName } from "../security/stored-secrets";
+import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../security/stored-secrets";
 import { forgetAdminGenerations } from "../storage/admin-generation";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
@@ -47,7 +48,21 @@ import {
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
 const unavailable = { description: "SECRETS_ENCRYPTION_KEY is not set", content: json(ErrorEnvelope) };
-const SecretListing = z.object({ name: z.string(), created_at: z.string(), updated_at: z.string() }).openapi("SecretListing");
+const SecretListing = z
+  .object({
+    name: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    origin: z.string().optional().openapi({
+      description:
+        "Provider keys and bot tokens: the origin the value may be sent to. Absent: the origin the deployed config/gateway.json5 names for it.",
+    }),
+    rotated_at: z.string().optional().openapi({
+      description:
+        "Inbound webhook secrets: when the previous value was replaced; it stays accepted for channels.secretRotationOverlapSeconds after this.",
+    }),
+  })
+  .openapi("SecretListing");
 
 const statusRoute = createRoute({
   method: "get",
@@ -153,6 +168,10 @@ const SecretWrite = z
         "A secret the gateway reads: `<PROVIDER>_API_KEY`, a channel secret, … (GATEWAY_ADMIN_TOKEN and SECRETS_ENCRYPTION_KEY cannot be stored)",
     }),
     value: z.string().min(1).max(MAX_SECRET_VALUE_CHARS),
+    origin: z.string().max(512).optional().openapi({
+      description:
+        "Provider keys and bot tokens only: the origin (or any URL on it) the value may be sent to, e.g. https://api.moonshot.cn. Default: the origin the configuration in force sends it to. The value is never sent anywhere else; moving a provider or channel to another origin needs the secret stored again for that origin.",
+    }),
   })
   .openapi("SecretWrite");
 const putSecretRoute = createRoute({
@@ -193,6 +212,26 @@ export function blankSensitive(value: unknown, key = ""): unknown {
   return value;
 }
 
+/**
+ * The origin a secret being stored is bound to: the one given, else where the configuration in force sends it;
+ * null for secrets never sent anywhere (and for a key of a provider not configured yet, given no origin: then it
+ * is bound like a Worker secret, to the deployed config's origin).
+ */
+function bindingFor(c: Context<AppEnv>, name: string, origin: string | undefined): string | null {
+  if (!isOriginBoundSecret(name)) {
+    if (origin !== undefined)
+      throw new GatewayError(
+        "invalid.request",
+        `origin applies only to provider keys and bot tokens; ${name} is never sent to another server`,
+      );
+    return null;
+  }
+  if (origin === undefined) return secretDestinations(c.get("config")).find((d) => d.name === name)?.origin ?? null;
+  const bound = urlOrigin(origin);
+  if (!bound) throw new GatewayError("invalid.request", "origin must be an http or https URL, such as https://api.moonshot.cn");
+  return bound;
+}
+
 async function keyOrRefuse(raw: string | undefined): Promise<CryptoKey> {
   const key = await secretsKey(raw);
   if (!key)
@@ -214,7 +253,8 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
     const config = c.get("config");
     const ref = defaultModelRef(config);
     const model = resolveConfiguredModelRef(config, ref);
-    const validation = await c.get("startupValidator").check(c.env, config, c.get("logger"));
+    const deployment = secretOrigins(deploymentConfig(config, c.get("configSource").source));
+    const validation = await c.get("startupValidator").check(c.env, config, c.get("logger"), deployment);
     const runs = await listRuns(c.env.DB, { limit: 20 });
     return c.json(
       {
@@ -247,7 +287,10 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
       expectedNewest = Number(m[1]);
     }
     const previous = c.get("configSource");
-    const result = await postConfigVersion(c.env.DB, raw, { actor: "admin", now: new Date(), expectedNewest });
+    // A version that would send a stored key or token to another origin than it is bound to is refused (issue 20 §5).
+    const deployment = secretOrigins(deploymentConfig(c.get("config"), previous.source));
+    const refuse = (config: Parameters<typeof unboundDestinations>[0]) => unboundDestinations(config, c.env, deployment);
+    const result = await postConfigVersion(c.env.DB, raw, { actor: "admin", now: new Date(), expectedNewest, refuse });
     if (!result.ok && result.reason === "invalid") {
       const [first] = result.issues;
       const more = result.issues.length > 1 ? ` (and ${result.issues.length - 1} more)` : "";
@@ -302,13 +345,20 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(putSecretRoute, async (c) => {
     const key = await keyOrRefuse(c.env.SECRETS_ENCRYPTION_KEY);
-    const { name, value } = c.req.valid("json") as z.infer<typeof SecretWrite>;
+    const { name, value, origin } = c.req.valid("json") as z.infer<typeof SecretWrite>;
     const refused = storableSecretName(name);
     if (refused) throw new GatewayError("invalid.request", refused);
-    const { created, secret } = await putSecret(c.env.DB, key, name, value, new Date());
+    const bound = bindingFor(c, name, origin);
+    const keepPrevious = (ROTATION_OVERLAP_SECRETS as readonly string[]).includes(name);
+    const deployedValue = keepPrevious ? (c.env as unknown as Record<string, unknown>)[name] : undefined;
+    const { created, secret } = await putSecret(c.env.DB, key, name, value, new Date(), {
+      origin: bound,
+      keepPrevious,
+      deployedValue: typeof deployedValue === "string" ? deployedValue : undefined,
+    });
     forgetAdminGenerations();
     c.get("logger").log("info", "admin.secret", { name, action: created ? "created" : "replaced" });
-    await auditGateway(c, "secret.stored", { name, replaced: !created });
+    await auditGateway(c, "secret.stored", { name, replaced: !created, ...(bound ? { origin: bound } : {}) });
     return c.json(secret, created ? 201 : 200);
   });
 

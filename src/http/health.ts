@@ -4,6 +4,7 @@
  * (S1 §1.6) and reports it — 503 when it fails in `strict` mode.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { deploymentConfig, secretOrigins } from "../security/secret-origins";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
@@ -43,7 +44,9 @@ export function healthRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(healthz, async (c) => {
     const { deep } = c.req.valid("query");
     if (deep !== "1" && deep !== "true") return c.json({ ok: true as const }, 200);
-    const outcome = await c.get("startupValidator").check(c.env, c.get("config"), c.get("logger"));
+    const config = c.get("config");
+    const deployment = secretOrigins(deploymentConfig(config, c.get("configSource").source));
+    const outcome = await c.get("startupValidator").check(c.env, config, c.get("logger"), deployment);
     if (outcome.status === "failed" && outcome.mode === "strict") {
       throw new GatewayError("provider.unavailable", outcome.message ?? "startup validation failed", { status: 503 });
     }

@@ -1,12 +1,13 @@
 /**
  * Gateway tool callbacks (S5 §Gateway Callback Contract, §6.3; DESIGN §3 "Auth"):
  *   POST /api/admin/sessions/{session_id}/sandbox-token   admin: mints a token bound to that one session
+ *   POST /api/admin/sandbox-tokens/{token_id}/revoke     admin: revokes one token (checked on every callback)
  *   POST /v1/sessions/{session_id}/tools/{tool_name}       sandbox: {tool_call_id, args} → {success, result, data?}
  *   POST /proliferate/{session_id}/tools/{tool_name}       the same, at S5's path
  *
  * On the callback routes only a valid sandbox token for that very session is accepted: no token, an api
  * token, the admin token, another session's token or an expired one are all 403 (S5: "reject any
- * non-sandbox caller regardless of bearer token presence"). The call runs in the session's Durable
+ * non-sandbox caller regardless of bearer token presence"); so is a revoked one. The call runs in the session's Durable
  * Object, once per `(tool, tool_call_id)`, durably (see SessionDO.toolCallback). Tool-level failures are
  * `200 {success:false, result}` with an actionable message; HTTP errors are for the transport: a bad body
  * (400), an unknown or archived session (404, 410), a key reused with other arguments (422).
@@ -15,6 +16,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { buildRunSpec } from "../runs/spec";
 import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../security/sandbox-token";
+import { recordMintedToken, revokeSandboxToken, sandboxTokenRevoked } from "../security/sandbox-token-store";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import type { SessionDO, ToolCallbackAnswer } from "../sessions/SessionDO";
@@ -97,6 +99,31 @@ const mintRoute = createRoute({
   },
 });
 
+const TokenId = z.string().regex(/^sbt_[0-9a-f]{24}$/, "a sandbox token id (sbt_ and 24 hex digits)");
+const revokeRoute = createRoute({
+  method: "post",
+  path: "/api/admin/sandbox-tokens/{token_id}/revoke",
+  summary: "Revoke one sandbox token by its token_id",
+  description:
+    "From the next tool callback on, in every isolate, the token is refused (403 auth.forbidden); other tokens of the same session keep working. Revoking again keeps the first revoked_at. Audited as `sandbox_token.revoked`.",
+  middleware: [requireScope("admin")] as const,
+  request: { params: z.object({ token_id: TokenId }) },
+  responses: {
+    200: {
+      description: "Revoked",
+      content: json(
+        z
+          .object({ token_id: z.string(), session_id: z.string(), expires_at: z.string(), revoked_at: z.string() })
+          .openapi("SandboxTokenRevoked"),
+      ),
+    },
+    400: { description: "Not a token id", content: json(ErrorEnvelope) },
+    401: { description: "Missing or invalid token", content: json(ErrorEnvelope) },
+    403: { description: "Not the admin token", content: json(ErrorEnvelope) },
+    404: { description: "No token with this id was minted (or it expired more than a day ago)", content: json(ErrorEnvelope) },
+  },
+});
+
 const notThisSession = (sessionId: string) =>
   new GatewayError("auth.forbidden", `this route accepts only the sandbox token of session ${sessionId}`);
 
@@ -109,6 +136,8 @@ export function requireSandbox(): MiddlewareHandler<AppEnv> {
       ? await verifySandboxToken(c.env.SANDBOX_TOKEN_SECRET, match[1], sessionId, Math.floor(Date.now() / 1000))
       : null;
     if (!verdict?.ok) throw notThisSession(sessionId);
+    if (await sandboxTokenRevoked(c.env.DB, verdict.claims.jti))
+      throw new GatewayError("auth.forbidden", `sandbox token ${verdict.claims.jti} was revoked`);
     c.set("principal", { scope: "sandbox", sessionId, tokenId: verdict.claims.jti });
     await next();
   };
@@ -141,12 +170,28 @@ export function toolCallbackRoutes(): OpenAPIHono<AppEnv> {
     const ttl = body.ttl_seconds ?? c.get("config").tools.callbacks.sandboxTokenTtlSeconds;
     const { token, claims } = await mintSandboxToken(secret, session_id, Math.floor(Date.now() / 1000), ttl);
     const expiresAt = new Date(claims.exp * 1000).toISOString();
+    await recordMintedToken(c.env.DB, { tokenId: claims.jti, sessionId: session_id, mintedAt: new Date(), expiresAtSeconds: claims.exp });
     await stub.recordAuditEvent({ sessionKey, agentId }, "sandbox_token.minted", "admin", {
       token_id: claims.jti,
       session_id,
       expires_at: expiresAt,
     });
     return c.json({ token, token_id: claims.jti, session_id, expires_at: expiresAt }, 201);
+  });
+
+  app.openapi(revokeRoute, async (c) => {
+    const { token_id } = c.req.valid("param");
+    const revoked = await revokeSandboxToken(c.env.DB, token_id, new Date());
+    if (!revoked) throw new GatewayError("resource.not_found", `no sandbox token ${token_id}`);
+    const found = revoked.fresh ? await findSessionKey(c.env.DB, revoked.session_id) : null;
+    if (found)
+      await c.env.SESSIONS.getByName(found.sessionKey).recordAuditEvent(found, "sandbox_token.revoked", "admin", {
+        token_id,
+        session_id: revoked.session_id,
+        revoked_at: revoked.revoked_at,
+      });
+    const { fresh: _, ...body } = revoked;
+    return c.json(body, 200);
   });
 
   const handler = async (c: Parameters<Parameters<typeof app.openapi>[1]>[0]) => {

@@ -21,11 +21,36 @@ import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/sta
 import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
 import { channelCallerKey } from "../runs/caller";
 import { buildRunSpec } from "../runs/spec";
+import { deploymentConfig, secretOrigins } from "../security/secret-origins";
+import { acceptedSecrets } from "../security/stored-secrets";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 type Channel = "telegram" | "slack" | "standard";
+
+/** Where the deployment's own config sends `name` (a reply's bot token goes there and nowhere else). */
+function tokenOrigin(c: Context<AppEnv>, name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN"): Record<string, string> {
+  const origin = secretOrigins(deploymentConfig(c.get("config"), c.get("configSource").source))[name];
+  return origin ? { tokenOrigin: origin } : {};
+}
+
+/**
+ * The values of an inbound secret a request may be verified with: the current one, and the one it replaced while
+ * `channels.secretRotationOverlapSeconds` lasts (a sender that has not switched yet keeps working).
+ */
+function inboundSecrets(
+  c: Context<AppEnv>,
+  name: "TELEGRAM_WEBHOOK_SECRET" | "SLACK_SIGNING_SECRET" | "STANDARD_WEBHOOK_SECRET",
+): string[] {
+  return acceptedSecrets(c.env, name, Date.now(), c.get("config").channels.secretRotationOverlapSeconds);
+}
+
+/** Whether any of `secrets` verifies the request (each check is itself constant-time). */
+async function anyVerifies(secrets: string[], verify: (secret: string) => Promise<boolean>): Promise<boolean> {
+  for (const secret of secrets) if (await verify(secret)) return true;
+  return false;
+}
 
 const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
 
@@ -100,7 +125,8 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
     webhookRoute("telegram", "Telegram Bot API webhook (X-Telegram-Bot-Api-Secret-Token)", { status: 200, schema: Acknowledged }),
     (async (c: Context<AppEnv>) => {
       const agentId = agentFor(c, "telegram");
-      if (!(await verifyTelegramSecret(c.env.TELEGRAM_WEBHOOK_SECRET, c.req.header("X-Telegram-Bot-Api-Secret-Token") ?? null)))
+      const header = c.req.header("X-Telegram-Bot-Api-Secret-Token") ?? null;
+      if (!(await anyVerifies(inboundSecrets(c, "TELEGRAM_WEBHOOK_SECRET"), (s) => verifyTelegramSecret(s, header))))
         throw unauthorized("telegram");
       const botId = botIdFromToken(c.env.TELEGRAM_BOT_TOKEN ?? "");
       if (!botId) throw unauthorized("telegram"); // without the bot token nothing could be answered: fail closed
@@ -119,6 +145,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
           apiBaseUrl: c.get("config").channels.telegram.apiBaseUrl,
           chatId: update.chatId,
           replyTo: update.messageId,
+          ...tokenOrigin(c, "TELEGRAM_BOT_TOKEN"),
         },
       });
       return c.json({ ok: true }, 200);
@@ -130,13 +157,13 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
   ) => {
     const agentId = agentFor(c, "slack");
     const raw = await c.req.text();
-    const verdict = await verifySlackSignature(
-      c.env.SLACK_SIGNING_SECRET,
-      { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null },
-      raw,
-      Math.floor(Date.now() / 1000),
+    const headers = { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null };
+    const now = Math.floor(Date.now() / 1000);
+    const verified = await anyVerifies(
+      inboundSecrets(c, "SLACK_SIGNING_SECRET"),
+      async (s) => (await verifySlackSignature(s, headers, raw, now)).ok,
     );
-    if (!verdict.ok) throw unauthorized("slack");
+    if (!verified) throw unauthorized("slack");
     let body: unknown = null;
     try {
       body = JSON.parse(raw);
@@ -160,6 +187,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
         apiBaseUrl: c.get("config").channels.slack.apiBaseUrl,
         channel_id: payload.channel,
         threadTs: payload.threadTs ?? payload.ts,
+        ...tokenOrigin(c, "SLACK_BOT_TOKEN"),
       },
     });
     return c.json({ ok: true }, 200);
@@ -172,17 +200,17 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
     }),
     (async (c: Context<AppEnv>) => {
       const agentId = agentFor(c, "standard");
-      const key = webhookKey(c.env.STANDARD_WEBHOOK_SECRET);
-      if (!key) throw unauthorized("standard");
+      const keys = inboundSecrets(c, "STANDARD_WEBHOOK_SECRET")
+        .map((s) => webhookKey(s))
+        .filter((k): k is Uint8Array => k !== null);
+      if (keys.length === 0) throw unauthorized("standard");
       const raw = await c.req.text();
       const id = c.req.header("webhook-id") ?? null;
-      const verdict = await verifyWebhook(
-        key,
-        { id, timestamp: c.req.header("webhook-timestamp") ?? null, signature: c.req.header("webhook-signature") ?? null },
-        raw,
-        Math.floor(Date.now() / 1000),
-      );
-      if (!verdict.ok || !id) throw unauthorized("standard");
+      const headers = { id, timestamp: c.req.header("webhook-timestamp") ?? null, signature: c.req.header("webhook-signature") ?? null };
+      const now = Math.floor(Date.now() / 1000);
+      let verified = false;
+      for (const key of keys) if (!verified) verified = (await verifyWebhook(key, headers, raw, now)).ok;
+      if (!verified || !id) throw unauthorized("standard");
       if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(id))
         throw new GatewayError("invalid.request", "webhook-id: letters, digits and _ . : - (at most 200)");
       let body: unknown = null;

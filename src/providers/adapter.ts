@@ -75,10 +75,14 @@ export interface AdapterOptions {
 
 const defaultBackoff = (attempt: number) => Math.min(8_000, 250 * 2 ** (attempt - 1)) * (0.75 + Math.random() * 0.5);
 
-/** Maps an SDK error to a ProviderError; never copies the provider's own message. */
+/**
+ * Maps an SDK error to a ProviderError; never copies the provider's own message. The message reaches API
+ * callers (the run's output, its events, `/v1/chat/completions` errors), so it names the provider by its
+ * config id inside the model ref (`moonshot:kimi-k1-128k`) and never by its base URL or host (issue 20 §5).
+ */
 export function classifyProviderError(err: unknown, model: ResolvedModel): ProviderError {
   if (err instanceof ProviderError) return err;
-  const where = `${model.ref} at ${model.baseUrl}`;
+  const where = model.ref;
   if (err instanceof OpenAI.APIConnectionTimeoutError)
     return new ProviderError("timeout", `the model ${where} did not answer in time`, true);
   if (err instanceof OpenAI.APIUserAbortError) return new ProviderError("timeout", `the call to ${where} was cancelled`, false);

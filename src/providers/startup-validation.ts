@@ -12,7 +12,8 @@ import { defaultModelRef, type ResolvedModel, resolveConfiguredModelRef } from "
 import type { GatewayConfig, StartupValidationMode } from "../config/schema";
 import { GatewayError } from "../http/errors";
 import type { Logger } from "../observability/logger";
-import { providerKeyVariable, resolveProviderApiKey } from "./api-key";
+import { type SecretOrigins, secretOrigins } from "../security/secret-origins";
+import { providerKeyVariable, resolveBoundProviderKey } from "./api-key";
 import { createProviderClient } from "./client";
 
 /** How long one validation may take before the provider counts as unreachable. */
@@ -21,7 +22,14 @@ export const VALIDATION_TIMEOUT_MS = 5_000;
 export const VALIDATION_RETRY_AFTER_MS = 30_000;
 
 /** Why a validation failed, as a stable code (logged), plus a sentence for operators. */
-export type ValidationFailure = "missing_key" | "auth_rejected" | "model_not_offered" | "unreachable" | "timeout" | "provider_error";
+export type ValidationFailure =
+  | "missing_key"
+  | "key_withheld"
+  | "auth_rejected"
+  | "model_not_offered"
+  | "unreachable"
+  | "timeout"
+  | "provider_error";
 
 export interface ValidationOutcome {
   mode: StartupValidationMode;
@@ -44,11 +52,15 @@ export interface ValidationOptions {
   fetch?: typeof fetch;
 }
 
+/** Where the deployment's own config sends each key; absent: `config` is the deployment's own (tests). */
+export type DeploymentOrigins = SecretOrigins | undefined;
+
 /** Checks that the default model's provider is reachable with its key and offers the model. */
 export async function validateDefaultModel(
   env: object,
   config: GatewayConfig,
   options: ValidationOptions = {},
+  deployment?: DeploymentOrigins,
 ): Promise<ValidationOutcome> {
   const now = options.now ?? Date.now;
   const timeoutMs = options.timeoutMs ?? VALIDATION_TIMEOUT_MS;
@@ -68,10 +80,12 @@ export async function validateDefaultModel(
 
   let apiKey: string | undefined;
   try {
-    apiKey = resolveProviderApiKey(env, model.providerId, { local: model.local });
+    // The probe sends the key too: only to the origin it is bound to (issue 20 §5).
+    apiKey = resolveBoundProviderKey(env, model.providerId, model, deployment ?? secretOrigins(config));
   } catch (err) {
     if (!(err instanceof GatewayError)) throw err;
     const variable = providerKeyVariable(model.providerId);
+    if (!err.message.startsWith("Missing ")) return fail("key_withheld", err.message);
     return fail("missing_key", `${err.message} — set it with "wrangler secret put ${variable}" (or in .dev.vars locally)`);
   }
 
@@ -130,12 +144,12 @@ export class StartupValidator {
   }
 
   /** The current outcome, re-checking when there is none yet or a failure has aged out. */
-  async check(env: object, config: GatewayConfig, logger: Logger): Promise<ValidationOutcome> {
+  async check(env: object, config: GatewayConfig, logger: Logger, deployment?: DeploymentOrigins): Promise<ValidationOutcome> {
     const known = this.#outcome;
     if (known && (known.status !== "failed" || this.#now() - known.checkedAt < VALIDATION_RETRY_AFTER_MS)) return known;
     if (!this.#inFlight) {
       const started = this.#now();
-      this.#inFlight = validateDefaultModel(env, config, this.#options)
+      this.#inFlight = validateDefaultModel(env, config, this.#options, deployment)
         .then((outcome) => {
           this.#outcome = outcome;
           logOutcome(logger, outcome, this.#now() - started);
@@ -152,8 +166,8 @@ export class StartupValidator {
    * For routes that need the provider: resolves when they may proceed, throws
    * 503 `provider.unavailable` with the actionable line when `strict` fails.
    */
-  async require(env: object, config: GatewayConfig, logger: Logger): Promise<ValidationOutcome> {
-    const outcome = await this.check(env, config, logger);
+  async require(env: object, config: GatewayConfig, logger: Logger, deployment?: DeploymentOrigins): Promise<ValidationOutcome> {
+    const outcome = await this.check(env, config, logger, deployment);
     if (outcome.status === "failed" && outcome.mode === "strict") {
       throw new GatewayError("provider.unavailable", outcome.message ?? "startup validation failed", { status: 503 });
     }

@@ -33,7 +33,7 @@ import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROM
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
 import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type ToolSpec } from "../providers/adapter";
-import { resolveProviderApiKey } from "../providers/api-key";
+import { resolveBoundProviderKey } from "../providers/api-key";
 import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
@@ -670,7 +670,7 @@ export class RunEngine {
     signal: AbortSignal,
     runId: string,
   ): Promise<ChatResult> {
-    const apiKey = resolveProviderApiKey(this.#host.env, spec.model.providerId, spec.model);
+    const apiKey = resolveBoundProviderKey(this.#host.env, spec.model.providerId, spec.model, spec.secretOrigins);
     const toolSpecs: ToolSpec[] = offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
     const req = { model: spec.model, apiKey, messages, ...(toolSpecs.length ? { tools: toolSpecs } : {}) };
     const options = { maxAttempts: spec.providerAttempts, timeoutMs: spec.providerTimeoutMs, signal };
@@ -1219,6 +1219,7 @@ export class RunEngine {
         timeoutMs,
         session: this.#host.toolHost?.(runId),
         channelApis: spec.channelApis,
+        secretOrigins: spec.secretOrigins,
       },
       {
         outer: runSignal,

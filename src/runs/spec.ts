@@ -9,6 +9,7 @@
 import { type ResolvedModel, resolveAgentModel } from "../config/model-ref";
 import type { GatewayConfig } from "../config/schema";
 import type { ContextCaps } from "../context/caps";
+import { deploymentConfig, type SecretOrigins, secretOrigins } from "../security/secret-origins";
 import type { HoneypotConfig } from "../tools/honeypot";
 import type { ToolPolicy } from "../tools/policy";
 import type { FailureLoopConfig } from "./failure-loop";
@@ -50,6 +51,11 @@ export interface RunSpec {
   task?: "automation" | "setup";
   /** API base URLs of the chat channels enabled when the run was accepted (for `message.send`). */
   channelApis?: Record<string, string>;
+  /**
+   * Where the deployment's own config sends each outbound credential (issue 20 §5): a Worker secret is sent
+   * only there, whatever the config in force says (absent on older runs: the bundled file's origins).
+   */
+  secretOrigins?: SecretOrigins;
   /** How long a tool call's outcome stays in the session's idempotency store (`tools.callbacks.retentionSeconds`). */
   idempotencyRetentionMs?: number;
   /** The configuration the run was accepted under (absent on older runs and in tests with a fixed config). */
@@ -105,5 +111,7 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
       ...(config.channels.telegram.enabled ? { telegram: config.channels.telegram.apiBaseUrl } : {}),
       ...(config.channels.slack.enabled ? { slack: config.channels.slack.apiBaseUrl } : {}),
     },
+    // Without `ref` (tests) the config is the deployment's own.
+    secretOrigins: secretOrigins(deploymentConfig(config, ref?.source)),
   };
 }

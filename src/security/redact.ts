@@ -37,6 +37,9 @@ export function secretValuesFromEnv(env: object): string[] {
     values.push(value);
     if (name === "GATEWAY_API_TOKENS") for (const entry of value.split(",")) values.push(entry.slice(entry.indexOf(":") + 1).trim());
   }
+  // Inbound secrets replaced through the admin API, still accepted during the rotation overlap (stored-secrets.ts).
+  const previous = (env as Record<symbol, Record<string, { value: string }> | undefined>)[Symbol.for("sophie.previousSecrets")];
+  for (const p of Object.values(previous ?? {})) values.push(p.value);
   return values.filter((v) => v.length >= MIN_LITERAL_SECRET);
 }
 

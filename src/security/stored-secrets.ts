@@ -10,6 +10,7 @@
  * The overlaid values are literal-redacted like every other secret (they are in the env `secretValuesFromEnv` reads).
  */
 import { adminGenerations } from "../storage/admin-generation";
+import { STORED_SECRET_ORIGINS } from "./secret-origins";
 import { decryptAllSecrets, secretsKey } from "./secrets-store";
 
 /** Secrets the gateway reads besides provider keys (`<PROVIDER>_API_KEY`). */
@@ -29,6 +30,33 @@ export const DEPLOYMENT_ONLY_SECRETS = ["GATEWAY_ADMIN_TOKEN", "SECRETS_ENCRYPTI
 
 const PROVIDER_KEY = /^[A-Z][A-Z0-9_]{0,31}_API_KEY$/;
 
+/**
+ * Inbound webhook secrets: when one is replaced through the API, the value in force before stays accepted for
+ * `channels.secretRotationOverlapSeconds` (the sender may still sign with it), counted from the replacement.
+ */
+export const ROTATION_OVERLAP_SECRETS = ["SLACK_SIGNING_SECRET", "STANDARD_WEBHOOK_SECRET", "TELEGRAM_WEBHOOK_SECRET"] as const;
+
+/** Outbound credentials: bound to an origin (src/security/secret-origins.ts). */
+export function isOriginBoundSecret(name: string): boolean {
+  return PROVIDER_KEY.test(name) || name === "TELEGRAM_BOT_TOKEN" || name === "SLACK_BOT_TOKEN";
+}
+
+/** Where the merged env carries the previous values of rotated inbound secrets. */
+export const PREVIOUS_SECRETS: unique symbol = Symbol.for("sophie.previousSecrets");
+type Previous = Record<string, { value: string; rotatedAt: number }>;
+
+/**
+ * The values of inbound secret `name` accepted at `nowMs`: the current one, then the previous one while the
+ * overlap lasts (`overlapSeconds` after it was replaced through the API).
+ */
+export function acceptedSecrets(env: object, name: string, nowMs: number, overlapSeconds: number): string[] {
+  const current = (env as Record<string, unknown>)[name];
+  const out = typeof current === "string" ? [current] : [];
+  const previous = (env as { [PREVIOUS_SECRETS]?: Previous })[PREVIOUS_SECRETS]?.[name];
+  if (previous && previous.value !== current && nowMs - previous.rotatedAt < overlapSeconds * 1000) out.push(previous.value);
+  return out;
+}
+
 /** Why `name` cannot be stored, or null when it can. */
 export function storableSecretName(name: string): string | null {
   if ((DEPLOYMENT_ONLY_SECRETS as readonly string[]).includes(name))
@@ -39,33 +67,45 @@ export function storableSecretName(name: string): string | null {
 
 type SecretsEnv = { DB: D1Database; SECRETS_ENCRYPTION_KEY?: string };
 
+interface Overlay {
+  generation: number;
+  values: Record<string, string>;
+  /** Per stored name: the origin it is bound to, or null (bound like a Worker secret). */
+  origins: Record<string, string | null>;
+  previous: Previous;
+}
+
 /** This isolate's decrypted overlay, for the secrets generation it was read at. */
-let overlay: { generation: number; values: Record<string, string> } | undefined;
+let overlay: Overlay | undefined;
 /** Merged envs, per base env object, so a request pays for the spread once per generation. */
 let merged = new WeakMap<object, { generation: number; env: object }>();
 
 /** The stored secrets (decrypted), read again only when the generation moved. Empty without a valid key. */
-export async function storedSecretValues(
-  env: SecretsEnv,
-  now = Date.now(),
-): Promise<{ generation: number; values: Record<string, string> }> {
+export async function storedSecretValues(env: SecretsEnv, now = Date.now()): Promise<Overlay> {
   const { secrets: generation } = await adminGenerations(env.DB, now);
   if (overlay && overlay.generation === generation) return overlay;
   const key = generation === 0 ? null : await secretsKey(env.SECRETS_ENCRYPTION_KEY);
-  const values = key ? await decryptAllSecrets(env.DB, key) : {};
-  // A name stored before the rules tightened is never laid over the env.
-  for (const name of Object.keys(values)) if (storableSecretName(name) !== null) delete values[name];
-  overlay = { generation, values };
+  const stored = key ? await decryptAllSecrets(env.DB, key) : {};
+  const next: Overlay = { generation, values: {}, origins: {}, previous: {} };
+  for (const [name, secret] of Object.entries(stored)) {
+    // A name stored before the rules tightened is never laid over the env.
+    if (storableSecretName(name) !== null) continue;
+    next.values[name] = secret.value;
+    next.origins[name] = secret.origin;
+    if (secret.previous) next.previous[name] = secret.previous;
+  }
+  overlay = next;
   return overlay;
 }
 
 /** `env` with the stored secrets laid over it (the same object when none are stored). */
 export async function envWithStoredSecrets<E extends SecretsEnv>(env: E, now = Date.now()): Promise<E> {
-  const { generation, values } = await storedSecretValues(env, now);
+  const { generation, values, origins, previous } = await storedSecretValues(env, now);
   if (Object.keys(values).length === 0) return env;
   const hit = merged.get(env);
   if (hit && hit.generation === generation) return hit.env as E;
-  const next = { ...env, ...values } as E;
+  // The values and their bindings travel together in one object: a request never pairs a value with another write's origin.
+  const next = { ...env, ...values, [STORED_SECRET_ORIGINS]: origins, [PREVIOUS_SECRETS]: previous } as E;
   merged.set(env, { generation, env: next });
   return next;
 }
@@ -75,7 +115,9 @@ export async function envWithStoredSecrets<E extends SecretsEnv>(env: E, now = D
  * engine): stored names get their values; names no longer stored get back their value from `base`.
  */
 export async function refreshStoredSecrets(live: Record<string, unknown>, base: SecretsEnv, now = Date.now()): Promise<void> {
-  const { values } = await storedSecretValues(base, now);
+  const { values, origins, previous } = await storedSecretValues(base, now);
+  (live as Record<symbol, unknown>)[STORED_SECRET_ORIGINS] = origins;
+  (live as Record<symbol, unknown>)[PREVIOUS_SECRETS] = previous;
   const names = new Set([...GATEWAY_SECRET_NAMES, ...Object.keys(live).filter((n) => PROVIDER_KEY.test(n)), ...Object.keys(values)]);
   for (const name of names) {
     const value = values[name] ?? (base as Record<string, unknown>)[name];

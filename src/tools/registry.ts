@@ -73,6 +73,8 @@ export interface ToolContext {
   timeoutMs: number;
   /** API base URLs of the enabled chat channels (`telegram`, `slack`), for `message.send`. */
   channelApis?: Readonly<Record<string, string>> | undefined;
+  /** Where the deployment's config sends each bot token (src/security/secret-origins.ts), for `message.send`. */
+  secretOrigins?: Readonly<Record<string, string>> | undefined;
   /** The session's side of S5 tools; present whenever a SessionDO runs the call. */
   session?: SessionToolHost | undefined;
 }

@@ -1,6 +1,8 @@
 /**
  * Secrets: one-way ingestion. A value is typed into a password field, cleared from it as soon as it is read, and
  * sent once; the gateway never returns it, so this page never has it again — the list shows names and times only.
+ * A provider key or bot token is bound to an origin (issue 20 §5): the optional origin field says where it may be
+ * sent (default: where the configuration in force sends it), and the list shows each binding.
  */
 import { ADMIN_API } from "../api-routes.ts";
 import { h, time } from "./dom.mts";
@@ -10,6 +12,8 @@ interface Secret {
   name: string;
   created_at: string;
   updated_at: string;
+  origin?: string;
+  rotated_at?: string;
 }
 
 export const secretsView: ViewFactory = (ctx) => {
@@ -29,6 +33,13 @@ export const secretsView: ViewFactory = (ctx) => {
     autocomplete: "new-password",
     spellcheck: false,
   });
+  const origin = h("input", {
+    id: "secret-origin",
+    name: "origin",
+    type: "url",
+    autocomplete: "off",
+    placeholder: "https://api.moonshot.cn (keys and bot tokens; optional)",
+  });
   const submit = h("button", { type: "submit" }, "Store");
   const form = h(
     "form",
@@ -37,9 +48,11 @@ export const secretsView: ViewFactory = (ctx) => {
     name,
     h("label", { for: "secret-value" }, "value"),
     value,
+    h("label", { for: "secret-origin" }, "origin"),
+    origin,
     submit,
   );
-  const { table: secretsTable, body } = table("secrets-table", ["name", "created", "updated", ""]);
+  const { table: secretsTable, body } = table("secrets-table", ["name", "origin / rotation", "created", "updated", ""]);
   const rows = new Map<string, HTMLTableRowElement>();
 
   function upsert(s: Secret): void {
@@ -49,6 +62,7 @@ export const secretsView: ViewFactory = (ctx) => {
       "tr",
       { "data-secret-name": s.name },
       h("td", {}, h("code", {}, s.name)),
+      h("td", { class: "origin" }, s.origin ?? (s.rotated_at ? `previous value kept from ${s.rotated_at}` : "—")),
       h("td", {}, time(s.created_at)),
       h("td", {}, time(s.updated_at)),
       h("td", {}, del),
@@ -76,7 +90,8 @@ export const secretsView: ViewFactory = (ctx) => {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     ctx.clearError();
-    const secret = { name: name.value.trim(), value: value.value };
+    const bound = origin.value.trim();
+    const secret = { name: name.value.trim(), value: value.value, ...(bound ? { origin: bound } : {}) };
     value.value = ""; // cleared before the request: the value is never kept or shown, whatever the answer
     submit.disabled = true;
     try {
@@ -84,6 +99,7 @@ export const secretsView: ViewFactory = (ctx) => {
       if (!ctx.alive()) return;
       upsert(res.body);
       name.value = "";
+      origin.value = "";
     } catch (err) {
       if (ctx.alive()) ctx.fail(err);
     } finally {

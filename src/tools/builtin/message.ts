@@ -116,7 +116,13 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
         sent = await untilAborted(
           sender.send(
             { to: input.to, recipientType: input.recipient_type, text, attachments: input.attachments ?? [] },
-            { agentId: ctx.agentId, signal: ctx.signal, env: ctx.env, apiBaseUrl: ctx.channelApis?.[input.channel] },
+            {
+              agentId: ctx.agentId,
+              signal: ctx.signal,
+              env: ctx.env,
+              apiBaseUrl: ctx.channelApis?.[input.channel],
+              secretOrigins: ctx.secretOrigins,
+            },
           ),
           ctx.signal,
         );
