@@ -91,14 +91,14 @@ describe("strict: 503 with one actionable line until the default model validates
       "nomodel",
       { ...env, MOONSHOT_API_KEY: KEY },
       "model_not_offered",
-      'startup validation (strict) failed for moonshot:kimi-k1-128k: the provider at https://HOST/v1 does not list model "kimi-k1-128k" — check the model id in config',
+      'startup validation (strict) failed for moonshot:kimi-k1-128k: the provider does not list model "kimi-k1-128k" — check the model id in config',
     ],
     [
       "provider 500",
       "error500",
       { ...env, MOONSHOT_API_KEY: KEY },
       "provider_error",
-      "startup validation (strict) failed for moonshot:kimi-k1-128k: GET https://HOST/v1/models answered HTTP 500",
+      "startup validation (strict) failed for moonshot:kimi-k1-128k: GET /models answered HTTP 500",
     ],
   ];
   for (const [name, scenario, bindings, reason, message] of cases) {
@@ -107,6 +107,8 @@ describe("strict: 503 with one actionable line until the default model validates
       const expected = message.replaceAll("HOST", host);
       expect(await deep(app, bindings)).toEqual({ status: 503, body: { error: { code: "provider.unavailable", message: expected } } });
       expect(expected).not.toContain("\n");
+      // ISSUE20-§5: /healthz?deep=1 needs no token, and strict mode shows this line to every caller.
+      expect(expected).not.toContain(host);
       const lines = validationLines();
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatchObject({
@@ -127,6 +129,24 @@ describe("strict: 503 with one actionable line until the default model validates
     expect(await requestsTo(host)).toEqual([]);
   });
 
+  it("ISSUE20-§5 no validation failure names the provider's host: /healthz?deep=1 is public", async () => {
+    const refused: typeof fetch = async () => {
+      throw new TypeError("Network connection lost.");
+    };
+    for (const [scenario, options] of [
+      ["nomodel", {}],
+      ["error500", {}],
+      ["ok", { fetch: refused }],
+      ["slow", { timeoutMs: 200 }],
+    ] as const) {
+      const { host, app } = gateway(scenario, "strict", options);
+      const res = await deep(app);
+      expect(res.status).toBe(503);
+      expect(JSON.stringify(res.body)).not.toContain(host);
+      expect(res.body.error.message).toContain("moonshot");
+    }
+  });
+
   it("a connection failure → reason unreachable", async () => {
     // Miniflare's outbound mock cannot drop a connection, so the network failure is injected at fetch itself.
     const refused: typeof fetch = async () => {
@@ -138,7 +158,7 @@ describe("strict: 503 with one actionable line until the default model validates
       body: {
         error: {
           code: "provider.unavailable",
-          message: `startup validation (strict) failed for moonshot:kimi-k1-128k: cannot reach https://${host}/v1 — check baseUrl and the network`,
+          message: `startup validation (strict) failed for moonshot:kimi-k1-128k: cannot reach the provider — check models.providers.moonshot.baseUrl and the network`,
         },
       },
     });
@@ -151,7 +171,7 @@ describe("strict: 503 with one actionable line until the default model validates
       body: {
         error: {
           code: "provider.unavailable",
-          message: `startup validation (strict) failed for moonshot:kimi-k1-128k: no answer from https://${host}/v1 within 200 ms`,
+          message: `startup validation (strict) failed for moonshot:kimi-k1-128k: no answer from the provider within 200 ms — check models.providers.moonshot.baseUrl`,
         },
       },
     });

@@ -93,10 +93,7 @@ export async function validateDefaultModel(
     const client = createProviderClient(model, apiKey, { timeoutMs, maxRetries: 0, ...(options.fetch ? { fetch: options.fetch } : {}) });
     const page = await client.models.list();
     if (!page.data.some((m) => m.id === model.apiModelId)) {
-      return fail(
-        "model_not_offered",
-        `the provider at ${model.baseUrl} does not list model "${model.apiModelId}" — check the model id in config`,
-      );
+      return fail("model_not_offered", `the provider does not list model "${model.apiModelId}" — check the model id in config`);
     }
     return { ...base, status: "ok", checkedAt: now() };
   } catch (err) {
@@ -104,7 +101,11 @@ export async function validateDefaultModel(
   }
 }
 
-/** Maps SDK errors to a reason and a sentence; never copies the provider's own text (it may echo the key). */
+/**
+ * Maps SDK errors to a reason and a sentence; never copies the provider's own text (it may echo the key), and
+ * names the provider by its config id, never its URL: `/healthz?deep=1` needs no token and strict mode shows this
+ * line to every caller (issue 20 §5).
+ */
 function describeProviderFailure(
   err: unknown,
   model: ResolvedModel,
@@ -113,18 +114,18 @@ function describeProviderFailure(
 ): ValidationOutcome {
   const variable = providerKeyVariable(model.providerId);
   if (err instanceof OpenAI.APIConnectionTimeoutError) {
-    return fail("timeout", `no answer from ${model.baseUrl} within ${timeoutMs} ms`);
+    return fail("timeout", `no answer from the provider within ${timeoutMs} ms — check models.providers.${model.providerId}.baseUrl`);
   }
   if (err instanceof OpenAI.APIConnectionError) {
-    return fail("unreachable", `cannot reach ${model.baseUrl} — check baseUrl and the network`);
+    return fail("unreachable", `cannot reach the provider — check models.providers.${model.providerId}.baseUrl and the network`);
   }
   if (err instanceof OpenAI.AuthenticationError || err instanceof OpenAI.PermissionDeniedError) {
     return fail("auth_rejected", `the provider rejected the API key (HTTP ${err.status}) — check ${variable}`);
   }
   if (err instanceof OpenAI.APIError && typeof err.status === "number") {
-    return fail("provider_error", `GET ${model.baseUrl}/models answered HTTP ${err.status}`);
+    return fail("provider_error", `GET /models answered HTTP ${err.status}`);
   }
-  return fail("provider_error", `unexpected answer from ${model.baseUrl}`);
+  return fail("provider_error", "unexpected answer from the provider");
 }
 
 /**
