@@ -19,6 +19,8 @@
  *   and audited. Standard Webhooks receivers dedupe on `webhook-id`, so there it
  *   is retried.
  */
+import { disclosureRefusalMessage } from "../prompts/disclosure";
+import { checkOutput } from "../prompts/output-guard";
 import { redactText } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { postSlackMessage } from "./slack";
@@ -116,7 +118,11 @@ function settle(host: ReplyHost, runId: string, status: "delivered" | "failed" |
 
 /** The text a finished run answers with: the output of a completed run; failed and cancelled runs say so briefly. */
 function replyText(row: Row, secrets: readonly string[]): string {
-  if (row.run_status === "completed") return redactText(row.run_output ?? "", secrets);
+  if (row.run_status === "completed") {
+    // Issue 20 §2: the engine already guards the output; a channel reply is checked once more before it leaves.
+    const text = row.run_output ?? "";
+    return checkOutput(text).blocked ? disclosureRefusalMessage() : redactText(text, secrets);
+  }
   if (row.run_status === "failed") return "Sorry, I could not answer that just now. Please try again later.";
   return "";
 }
