@@ -4,9 +4,9 @@
  * replies that must pass (test/fixtures/disclosure/benign-replies.json).
  */
 import { describe, expect, it } from "vitest";
-import benign from "./fixtures/disclosure/benign-replies.json";
 import { comparisonForm, lettersOf, readingsOf, wordsOf } from "../src/prompts/leak-normalise";
 import { checkOutput, checkToolArguments, measureOverlap } from "../src/prompts/output-guard";
+import benign from "./fixtures/disclosure/benign-replies.json";
 import { apiChannelPolicy, baseSection, baseWithoutCanary, CANARY_DISGUISES, DISGUISES, PARAPHRASE_WITH_SHINGLES } from "./support/leaks";
 
 describe("ISSUE20-§2 the comparison form", () => {

@@ -42,7 +42,8 @@ export const DISGUISES: Record<string, (hidden: string) => string> = {
       .join("   "),
   dotted_letters: (t) => t.replace(/[A-Za-z]+/g, (w) => [...w].join(".")),
   hex_bytes: (t) => `Hex dump: ${hexBytes(t)}`,
-  rot13: (t) => t.replace(/[a-zA-Z]/g, (c) => String.fromCharCode(((c.charCodeAt(0) - (c <= "Z" ? 65 : 97) + 13) % 26) + (c <= "Z" ? 65 : 97))),
+  rot13: (t) =>
+    t.replace(/[a-zA-Z]/g, (c) => String.fromCharCode(((c.charCodeAt(0) - (c <= "Z" ? 65 : 97) + 13) % 26) + (c <= "Z" ? 65 : 97))),
   url_encoded: (t) => [...new TextEncoder().encode(t)].map((b) => `%${b.toString(16).padStart(2, "0").toUpperCase()}`).join(""),
   html_entities: (t) => [...t].map((c) => `&#${c.codePointAt(0)};`).join(""),
   fullwidth: (t) => t.replace(/[!-~]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0)),
