@@ -4,7 +4,7 @@
  * replies that must pass (test/fixtures/disclosure/benign-replies.json).
  */
 import { describe, expect, it } from "vitest";
-import { comparisonForm, lettersOf, readingsOf, wordsOf } from "../src/prompts/leak-normalise";
+import { baseReadings, comparisonForm, formsOf, lettersOf, wordsOf } from "../src/prompts/leak-normalise";
 import { checkOutput, checkToolArguments, measureOverlap } from "../src/prompts/output-guard";
 import benign from "./fixtures/disclosure/benign-replies.json";
 import { apiChannelPolicy, baseSection, baseWithoutCanary, CANARY_DISGUISES, DISGUISES, PARAPHRASE_WITH_SHINGLES } from "./support/leaks";
@@ -16,13 +16,15 @@ describe("ISSUE20-§2 the comparison form", () => {
     expect(lettersOf(comparisonForm("Y O U   a.r.e"))).toBe("youare");
   });
 
-  it("readings: as sent, unescaped, base64 and hex decoded, reversed, word-reversed, ROT13", () => {
-    const readings = readingsOf(`${btoa("hello secret world")} \\u0041BC`);
-    expect(readings).toContain("hello secret world");
-    expect(readings.some((r) => r.includes(" ABC"))).toBe(true);
-    expect(readingsOf("olleh dlrow")).toContain("world hello");
-    expect(readingsOf("olleh dlrow")).toContain("hello world");
-    expect(readingsOf("uryyb")).toContain("hello");
+  it("readings: as sent, unescaped, base64 and hex decoded; forms also reversed, word-reversed and ROT13", () => {
+    const readings = baseReadings(`${btoa("hello secret world")} \\u0041BC 68656c6c6f20776f726c64212121212121212121`);
+    expect(readings[0]).toBe(`${btoa("hello secret world")} \\u0041BC 68656c6c6f20776f726c64212121212121212121`);
+    expect(readings[1]).toBe(`${btoa("hello secret world")} ABC 68656c6c6f20776f726c64212121212121212121`);
+    expect(readings.some((r) => r.startsWith("hello secret world"))).toBe(true);
+    expect(readings.some((r) => r.endsWith("hello world!!!!!!!!!"))).toBe(true);
+    expect(formsOf("olleh dlrow")).toContain("world hello");
+    expect(formsOf("olleh dlrow")).toContain("hello world");
+    expect(formsOf("Uryyb")).toContain("hello");
   });
 });
 
@@ -80,5 +82,23 @@ describe("ISSUE20-§2 benign replies that quote a few words pass", () => {
       .slice(0, 3);
     console.log(`ISSUE20-§2 benign false refusals: ${refused.length}/${replies.length}; highest overlaps: ${JSON.stringify(worst)}`);
     expect(refused).toEqual([]);
+  });
+});
+
+describe("ISSUE20-§2 the guard stays cheap", () => {
+  it("a 200 KB reply (prose, base64, hex, escapes) is checked in well under a second, linear in its length", () => {
+    const replies = (benign as { replies: { reply: string }[] }).replies.map((r) => r.reply).join("\n");
+    const big = replies.repeat(Math.ceil(200_000 / replies.length)).slice(0, 200_000);
+    const small = big.slice(0, 20_000);
+    const time = (text: string) => {
+      const started = performance.now();
+      for (let i = 0; i < 3; i++) checkOutput(text);
+      return (performance.now() - started) / 3;
+    };
+    time(small); // warm the bundled index and the JIT
+    const [tSmall, tBig] = [time(small), time(big)];
+    console.log(`ISSUE20-§2 guard cost: 20 KB ${tSmall.toFixed(1)} ms, 200 KB ${tBig.toFixed(1)} ms`);
+    expect(checkOutput(big)).toEqual({ blocked: false });
+    expect(tBig).toBeLessThan(1_000);
   });
 });

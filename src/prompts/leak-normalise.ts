@@ -24,9 +24,6 @@ const LOWER_HOMOGLYPHS: Record<string, string> = {
   ᴘ: "p", ʀ: "r", ꜱ: "s", ᴛ: "t", ᴜ: "u", ᴠ: "v", ᴡ: "w", ʏ: "y", ᴢ: "z",
 };
 
-const UPPER_RE = new RegExp(`[${Object.keys(UPPER_HOMOGLYPHS).join("")}]`, "gu");
-const LOWER_RE = new RegExp(`[${Object.keys(LOWER_HOMOGLYPHS).join("")}]`, "gu");
-
 /** Format characters (zero-width space/joiners, soft hyphen, BOM, bidi controls) and variation selectors. */
 const INVISIBLE = /\p{Cf}|[\u{FE00}-\u{FE0F}]|[\u{E0100}-\u{E01EF}]/gu;
 
@@ -35,34 +32,91 @@ export function stripInvisible(text: string): string {
   return text.replace(INVISIBLE, "");
 }
 
+/** What one non-ASCII character becomes in the comparison form ("" when it is dropped), cached per isolate. */
+const FOLDED = new Map<string, string>();
+const DROPPED = /^(?:\p{Cf}|\p{Mn}|[\u{FE00}-\u{FE0F}]|[\u{E0100}-\u{E01EF}])$/u;
+
+function foldChar(ch: string): string {
+  let out = FOLDED.get(ch);
+  if (out === undefined) {
+    const lower = ch.toLowerCase();
+    out = DROPPED.test(ch) ? "" : (UPPER_HOMOGLYPHS[ch] ?? LOWER_HOMOGLYPHS[lower] ?? lower);
+    if (FOLDED.size < 10_000) FOLDED.set(ch, out);
+  }
+  return out;
+}
+
+/** Hyphens (and a hyphen then a line break) between two letters. */
+const INNER_HYPHEN = /(?<=\p{L})[-\u2010\u2011\u2012\u2013\u2043]+[ \t]*(?:\r?\n[ \t]*)?(?=\p{L})/gu;
+
 /**
  * The comparison form: NFKC, invisible characters and combining marks removed,
  * look-alike letters folded to Latin, lower case, and a hyphen (or a hyphen and
  * a line break) between two letters joined ("in-struc-tions" → "instructions").
  */
 export function comparisonForm(text: string): string {
-  return stripInvisible(text.normalize("NFKC"))
-    .normalize("NFD")
-    .replace(/\p{Mn}/gu, "")
-    .replace(UPPER_RE, (c) => UPPER_HOMOGLYPHS[c] ?? c)
-    .toLowerCase()
-    .replace(LOWER_RE, (c) => LOWER_HOMOGLYPHS[c] ?? c)
-    .replace(/(?<=\p{L})[-\u2010\u2011\u2012\u2013\u2043\u00AD]+[ \t]*(?:\r?\n[ \t]*)?(?=\p{L})/gu, "");
+  // Fast path: ASCII needs no Unicode normalisation, has no format characters and no look-alikes.
+  if (isAscii(text)) return text.toLowerCase().replace(/(?<=[a-z])-+[ \t]*(?:\r?\n[ \t]*)?(?=[a-z])/g, "");
+  // One pass over the decomposed text, character by character (a code point at a time), cached per character.
+  const decomposed = text.normalize("NFKC").normalize("NFD");
+  let out = "";
+  for (const ch of decomposed) {
+    const c = ch.charCodeAt(0);
+    out += c < 0x80 ? (c >= 65 && c <= 90 ? String.fromCharCode(c + 32) : ch) : foldChar(ch);
+  }
+  return out.replace(INNER_HYPHEN, "");
+}
+
+/** Whether every code unit of `text` is ASCII (then the cheaper ASCII expressions give the same result). */
+function isAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false;
+  return true;
+}
+
+/** Whether one non-ASCII character is a letter, cached per isolate. */
+const LETTER = new Map<string, boolean>();
+function isLetter(ch: string): boolean {
+  let yes = LETTER.get(ch);
+  if (yes === undefined) {
+    yes = /^\p{L}$/u.test(ch);
+    if (LETTER.size < 10_000) LETTER.set(ch, yes);
+  }
+  return yes;
+}
+
+/** The words of the comparison form (every run of non-letters is one separator) and its letters-only stream. */
+export function tokensOf(form: string): { words: string[]; letters: string } {
+  if (isAscii(form)) {
+    const words = form.split(/[^a-z]+/).filter((w) => w.length > 0);
+    return { words, letters: words.join("") };
+  }
+  const words: string[] = [];
+  let word = "";
+  for (const ch of form) {
+    const c = ch.charCodeAt(0);
+    if (c < 0x80 ? c >= 97 && c <= 122 : isLetter(ch)) word += ch;
+    else if (word) {
+      words.push(word);
+      word = "";
+    }
+  }
+  if (word) words.push(word);
+  return { words, letters: words.join("") };
 }
 
 /** Words of the comparison form: every run of non-letters is one separator. */
 export function wordsOf(form: string): string[] {
-  return form.split(/\P{L}+/u).filter((w) => w.length > 0);
+  return tokensOf(form).words;
 }
 
 /** Letters only (spaced letters and any separators vanish): "y o u  a r e" → "youare". */
 export function lettersOf(form: string): string {
-  return form.replace(/\P{L}+/gu, "");
+  return tokensOf(form).letters;
 }
 
-/** Letters and digits only, for the canary's hex value in any spelling. */
+/** Lower-case Latin letters and digits only, for the canary's hex value in any spelling. */
 export function alnumOf(form: string): string {
-  return form.replace(/[^\p{L}\p{N}]+/gu, "");
+  return form.replace(/[^a-z0-9]+/g, "");
 }
 
 /** JSON/JS string escapes, HTML character references and URL percent-escapes decoded. */
@@ -120,12 +174,12 @@ export function decodeHexRuns(text: string): string {
 
 /** The text reversed by code point ("snoitcurtsni" → "instructions"). */
 export function reversed(text: string): string {
-  return Array.from(text).reverse().join("");
+  return isAscii(text) ? text.split("").reverse().join("") : Array.from(text).reverse().join("");
 }
 
 /** Each word reversed in place, word order kept. */
 export function wordsReversed(text: string): string {
-  return text.replace(/[\p{L}\p{N}\p{M}]+/gu, (w) => reversed(w));
+  return text.replace(isAscii(text) ? /[a-zA-Z0-9]+/g : /[\p{L}\p{N}\p{M}]+/gu, (w) => reversed(w));
 }
 
 /** ROT13 of the Latin letters. */
@@ -137,16 +191,24 @@ export function rot13(text: string): string {
 }
 
 /**
- * The readings of `text` the guard compares: as sent, unescaped, its decoded
- * base64 and hex runs, then each of those reversed and word-reversed, plus
- * ROT13. Empty readings are dropped; at most 14, each linear in `text`.
+ * The decoded readings of `text`: as sent, unescaped, and its decoded base64
+ * and hex runs (themselves unescaped). Empty and repeated readings are dropped.
  */
-export function readingsOf(text: string): string[] {
+export function baseReadings(text: string): string[] {
   const plain = stripInvisible(text);
   const unescaped = unescapeText(plain);
   const direct = unescaped === plain ? [plain] : [plain, unescaped];
   const decoded = direct.flatMap((t) => [decodeBase64Runs(t), decodeHexRuns(t)]).map((t) => unescapeText(stripInvisible(t)));
-  const base = [...direct, ...decoded].filter((t) => t.length > 0);
-  const unique = [...new Set(base)];
-  return [...unique, ...unique.map(reversed), ...unique.map(wordsReversed), rot13(plain)];
+  return [...new Set([...direct, ...decoded].filter((t) => t.length > 0))];
+}
+
+/**
+ * The comparison forms the guard looks at: each decoded reading's form, each
+ * of those reversed and word-reversed, and the ROT13 of the first. Reversal and
+ * ROT13 are applied to the form (they commute with it), so the costly folding
+ * runs once per decoded reading. At most 14 forms, each linear in `text`.
+ */
+export function formsOf(text: string): string[] {
+  const forms = baseReadings(text).map(comparisonForm);
+  return [...forms, ...forms.map(reversed), ...forms.map(wordsReversed), rot13(forms[0] ?? "")];
 }
