@@ -13,6 +13,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { BUNDLE_OBJECT } from "../src/audit/bundles";
 import { disclosureRefusalMessage } from "../src/prompts/disclosure";
+import { TOOL_CALLS_BEGIN, TOOL_CALLS_END } from "../src/runs/tool-markers";
 import { runArtifactPath } from "../src/runs/view";
 import { runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { baseSection, baseWithoutCanary, CANARY_DISGUISES, DISGUISES, PARAPHRASE_WITH_SHINGLES } from "./support/leaks";
@@ -29,6 +30,8 @@ interface LeakCase {
   steps: ScriptStep[];
   /** Fragments whose presence anywhere the caller (or an admin) can look means the leak got out. */
   probes: string[];
+  /** The model speaks the marker tool-call protocol (no native tools). */
+  markers?: boolean;
   /** The reply itself was the leak (the caller gets the refusal), or a tool call was (the run goes on). */
   carrier: "reply" | "tool_args" | "notes";
 }
@@ -96,6 +99,7 @@ function carrierCases(): LeakCase[] {
   const zeroWidth = DISGUISES.zero_width_split?.(TOOLS_SECTION) ?? "";
   const escaped = DISGUISES.json_escaped?.(TOOLS_SECTION) ?? "";
   const reversed = DISGUISES.reversed?.(SECTION) ?? "";
+  const reversedTools = DISGUISES.reversed?.(TOOLS_SECTION) ?? "";
   const notes = (patch: object, visible: string): LeakCase => ({
     name: `notes:${Object.keys(patch)[0]}`,
     surface: "runs_wait",
@@ -127,6 +131,16 @@ function carrierCases(): LeakCase[] {
       zeroWidth,
     ),
     toolCase("test.echo json-escaped (read-only, would run at once)", "runs_wait", "test__echo", { text: escaped }, escaped),
+    {
+      ...toolCase("fs.write_text reversed, in a marker block", "runs_wait", "fs.write_text", {}, reversedTools),
+      markers: true,
+      steps: [
+        {
+          content: `Writing it down.\n${TOOL_CALLS_BEGIN}\n${JSON.stringify([{ id: "t1", tool: "fs.write_text", args: { path: "p.txt", text: reversedTools } }])}\n${TOOL_CALLS_END}`,
+        },
+        { content: "I could not do that." },
+      ],
+    },
     { ...notes({ set_episode_summary: SECTION }, "Noted."), surface: "runs_wait" },
     {
       ...notes({ add_decisions: [reversed] }, "Done."),
@@ -137,10 +151,10 @@ function carrierCases(): LeakCase[] {
   ];
 }
 
-function appForCase(host: string, surface: Surface): App {
+function appForCase(host: string, c: LeakCase): App {
   return appFor(
     runConfig(host, {
-      model: { supportsStreaming: surface === "completions_stream" },
+      model: { supportsStreaming: c.surface === "completions_stream", ...(c.markers ? { supportsTools: false } : {}) },
       agent: { tools: { allow: ["fs.write_text", "message.send", "email.draft", "test.echo"] } },
       // Without the guard a leaking call would wait for approval; the answer then comes after this long.
       openai: { waitSeconds: 5 },
@@ -308,7 +322,7 @@ describe("ISSUE20-§2 figure: a hostile model's disguised leaks never reach the 
     for (const c of cases) {
       const host = uniqueHost("script");
       await scriptProvider(host, c.steps);
-      const app = appForCase(host, c.surface);
+      const app = appForCase(host, c);
       const before = invocations.length;
       const { runId, answer, raw } = await drive(app, c);
       const run = await settled(app, runId);
