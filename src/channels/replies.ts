@@ -19,6 +19,8 @@
  *   and audited. Standard Webhooks receivers dedupe on `webhook-id`, so there it
  *   is retried.
  */
+import { disclosureRefusalMessage } from "../prompts/disclosure";
+import { checkOutput } from "../prompts/output-guard";
 import { redactText } from "../security/redact";
 import { boundSecret, withheldMessage } from "../security/secret-origins";
 import type { Sql } from "../storage/sql";
@@ -118,9 +120,17 @@ function settle(host: ReplyHost, runId: string, status: "delivered" | "failed" |
   });
 }
 
+/**
+ * A completed run's answer as a channel receives it: redacted, and the refusal if it carries hidden-layer text
+ * (issue 20 §2: the engine already guards the output; a channel reply is checked once more before it leaves).
+ */
+export function guardedReplyText(output: string, secrets: readonly string[]): string {
+  return checkOutput(output).blocked ? disclosureRefusalMessage() : redactText(output, secrets);
+}
+
 /** The text a finished run answers with: the output of a completed run; failed and cancelled runs say so briefly. */
 function replyText(row: Row, secrets: readonly string[]): string {
-  if (row.run_status === "completed") return redactText(row.run_output ?? "", secrets);
+  if (row.run_status === "completed") return guardedReplyText(row.run_output ?? "", secrets);
   if (row.run_status === "failed") return "Sorry, I could not answer that just now. Please try again later.";
   return "";
 }

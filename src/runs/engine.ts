@@ -32,6 +32,7 @@ import {
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
+import { guardArguments, isWithheld, WITHHELD_ERROR } from "../prompts/tool-args-guard";
 import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type ToolSpec } from "../providers/adapter";
 import { resolveBoundProviderKey } from "../providers/api-key";
 import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
@@ -522,9 +523,12 @@ export class RunEngine {
       calls = markers.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args }));
       markerError = markers.error;
     }
-    const notes = await this.#host.applyNotes(markers.visible);
+    // Issue 20 §2: the reply is checked with its NOTES block still in, so a leaking NOTES patch is never applied.
+    const hidden = prompt.system.filter((s) => s.id === "inline").map((s) => s.content);
+    const raw = checkOutput(markers.visible, hidden);
+    const notes = raw.blocked ? withheldNotes(markers.visible) : await this.#host.applyNotes(markers.visible);
     const secrets = secretValuesFromEnv(env);
-    const verdict = checkOutput(notes.visible);
+    const verdict = raw.blocked ? raw : checkOutput(notes.visible, hidden);
     const visible = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
 
     storage.transactionSync(() => {
@@ -570,6 +574,7 @@ export class RunEngine {
 
     // A malformed marker block becomes one failed call the model sees in the next round (S4 §3).
     if (markerError !== null) calls = [{ id: `markers-${round}`, tool: MARKER_BLOCK, args: markerError }];
+    calls = await this.#withholdLeakingArgs(run, calls, hidden);
     // Issue 20 §3: calls past the per-turn or per-run cap are answered at once with a tool error, never run.
     const limits = markerError === null ? this.#toolLimits(run, spec, calls.length) : { admitted: [], refused: [] };
     const refusedAt = new Map(limits.refused.map((r) => [r.call, r]));
@@ -647,6 +652,30 @@ export class RunEngine {
       duration_ms: 0,
       gate: decision,
     });
+  }
+
+  /**
+   * Issue 20 §2: a call whose arguments carry hidden-layer text keeps only a placeholder (the gate refuses it),
+   * so the text never reaches events, views, bundles or the audit log.
+   */
+  async #withholdLeakingArgs<C extends { tool: string; args: Record<string, unknown> | string }>(
+    run: RunRow,
+    calls: C[],
+    hidden: readonly string[],
+  ): Promise<C[]> {
+    return Promise.all(
+      calls.map(async (c) => {
+        const guarded = await guardArguments(typeof c.args === "string" ? c.args : JSON.stringify(c.args), hidden);
+        if (!guarded.withheld) return c;
+        this.#host.logger.log("warn", "prompt.disclosure_refused", {
+          request_id: run.id,
+          stage: "tool_args",
+          tool: c.tool,
+          signals: [guarded.reason],
+        });
+        return { ...c, args: guarded.args };
+      }),
+    );
   }
 
   /**
@@ -868,6 +897,7 @@ export class RunEngine {
     call: ToolExecutionRow,
   ): Promise<{ paused: true } | { paused: false; decision: GateDecision | null; outcome: ToolOutcome | null; honeypotSend?: number }> {
     const { sql, storage, env } = this.#host;
+    if (isWithheld(call.args)) return { paused: false, decision: null, outcome: { ok: false, error: { ...WITHHELD_ERROR } } };
     if (call.tool === MARKER_BLOCK)
       return {
         paused: false,
@@ -1261,6 +1291,11 @@ const DEFAULT_MAX_PENDING_PER_CALLER = 5;
 
 /** The pseudo-tool a malformed marker block is reported as. */
 const MARKER_BLOCK = "tool_calls.block";
+
+/** A reply refused by the output guard: its NOTES block is not applied, only traced as withheld. */
+function withheldNotes(visible: string): { visible: string; traces: { kind: "notes_patch"; data: object }[] } {
+  return { visible, traces: [{ kind: "notes_patch", data: { error: "withheld: the reply carried hidden-layer text" } }] };
+}
 
 function overBudget(err: OverBudgetError): Finish {
   return { status: "failed", code: "over_budget", message: err.message };

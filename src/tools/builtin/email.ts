@@ -6,6 +6,8 @@
  * an existing object is never overwritten; a taken id is retried with a new one.
  */
 import { z } from "zod";
+import { checkOutput } from "../../prompts/output-guard";
+import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import { AGENT_ID } from "../../sessions/keys";
 import { defineTool, type ToolDefinition } from "../registry";
 import { ABORTED, timedOut, untilAborted, utf8Bytes } from "./common";
@@ -71,6 +73,8 @@ export function createEmailDraft(options: { newId?: () => string; now?: () => Da
     risk: "draft_only",
     handler: async (input, ctx) => {
       if (!AGENT_ID.test(ctx.agentId)) return { ok: false, error: { code: "policy.denied", message: "this agent cannot store drafts" } };
+      // Issue 20 §2: a draft that carries hidden-layer text is never stored (defence in depth behind the engine).
+      if (checkOutput(`${input.subject}\n${input.body}`).blocked) return { ok: false, error: { ...WITHHELD_ERROR } };
       const bodyBytes = utf8Bytes(input.body);
       if (bodyBytes > MAX_BODY_BYTES)
         return { ok: false, error: { code: "tool.input_invalid", message: `body is longer than ${MAX_BODY_BYTES} bytes (100 KB)` } };

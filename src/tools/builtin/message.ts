@@ -17,6 +17,8 @@
  */
 import { z } from "zod";
 import { CHANNEL_NAME, channelSenders } from "../../channels/outbound";
+import { checkOutput } from "../../prompts/output-guard";
+import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import "../../channels/senders";
 import {
   type HoneypotConfig,
@@ -110,6 +112,8 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       } else {
         text = input.text ?? "";
       }
+      // Issue 20 §2: a message that carries hidden-layer text is never sent (defence in depth behind the engine).
+      if (checkOutput(text).blocked) return { ok: false, error: { ...WITHHELD_ERROR } };
 
       let sent: { messageId: string } | typeof ABORTED;
       try {
