@@ -120,6 +120,8 @@ export interface RunHost {
   >;
   /** Applies NOTES (S4 §2) of an assistant reply to the checkpoint; returns the visible text and traces. */
   applyNotes(reply: string): Promise<{ visible: string; traces: { kind: "notes_patch" | "actions"; data: object }[] }>;
+  /** A redacted reply with the fragments of a secret split over this and earlier replies redacted too (issue 20 §5). */
+  redactSplitReply?(content: string): string;
   /** Appends an assistant or tool message to the transcript (already redacted). */
   appendTranscript(m: { role: "assistant" | "tool"; content: string; runId: string; toolName?: string; toolCallId?: string }): number;
   recordManifest(turnId: string, manifest: PromptManifest): void;
@@ -498,7 +500,8 @@ export class RunEngine {
     const notes = await this.#host.applyNotes(markers.visible);
     const secrets = secretValuesFromEnv(env);
     const verdict = checkOutput(notes.visible);
-    const visible = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+    const redacted = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+    const visible = verdict.blocked ? redacted : (this.#host.redactSplitReply?.(redacted) ?? redacted);
 
     storage.transactionSync(() => {
       sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${usage.promptTokens}, completion_tokens = completion_tokens + ${usage.completionTokens}
