@@ -65,8 +65,7 @@ function folds(): Uint16Array {
 /** Astral format characters (tag characters U+E0000–E007F, musical and Egyptian format controls…). */
 const ASTRAL_CF = /^\p{Cf}$/u;
 
-const hexValue = (c: number): number =>
-  c >= 48 && c <= 57 ? c - 48 : c >= 65 && c <= 70 ? c - 55 : c >= 97 && c <= 102 ? c - 87 : -1;
+const hexValue = (c: number): number => (c >= 48 && c <= 57 ? c - 48 : c >= 65 && c <= 70 ? c - 55 : c >= 97 && c <= 102 ? c - 87 : -1);
 
 /** The normalised view of `text`: whitespace and `\p{Cf}` skipped, `%XX` decoded (one pass, not recursive). */
 function scanView(text: string): ScanView {

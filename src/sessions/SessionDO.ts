@@ -183,7 +183,7 @@ export class SessionDO extends DurableObject<Env> {
           },
           new Date(),
         ).seq,
-      redactSplitReply: (content) => this.#redactSplitReply(this.#currentSession().sessionId, content),
+      redactSplitReply: (content, apply) => this.#redactSplitReply(this.#currentSession().sessionId, content, apply),
       recordManifest: (turnId, manifest) => {
         recordManifest(this.#sql, turnId, manifest, new Date());
       },
@@ -1192,10 +1192,13 @@ export class SessionDO extends DurableObject<Env> {
     return { stored: true, seq: row.seq, visible: content };
   }
 
-  /** An assistant reply with the fragments of a secret split over replies redacted; earlier replies rewritten. */
-  #redactSplitReply(sessionId: string, content: string): string {
+  /**
+   * An assistant reply with the fragments of a secret split over replies redacted; earlier replies rewritten
+   * unless `apply` is false (the debug log's look at a reply before it is stored).
+   */
+  #redactSplitReply(sessionId: string, content: string, apply = true): string {
     const split = redactSplitSecrets(this.#sql, sessionId, "assistant", content, secretValuesFromEnv(this.env));
-    applySplitRewrites(this.#sql, split.rewrites);
+    if (apply) applySplitRewrites(this.#sql, split.rewrites);
     return split.text;
   }
 

@@ -121,10 +121,11 @@ export function recentOfRole(
   beforeSeq: number,
   limit: number,
 ): { seq: number; content: string; redactions: string[] }[] {
-  return sql
-    .all<{ seq: number; content: string; redactions: string }>`SELECT seq, content, redactions FROM transcript
-         WHERE session_id = ${sessionId} AND role = ${role} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`
-    .map((r) => ({ ...r, redactions: JSON.parse(r.redactions) as string[] }));
+  return sql.all<{ seq: number; content: string; redactions: string }>`SELECT seq, content, redactions FROM transcript
+         WHERE session_id = ${sessionId} AND role = ${role} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`.map((r) => ({
+    ...r,
+    redactions: JSON.parse(r.redactions) as string[],
+  }));
 }
 
 /** Replaces a stored row's content (a redaction found later) and its `redactions` paths. */
