@@ -29,14 +29,6 @@ export interface SecretSpan {
   kind: "secret" | "encoded_secret";
 }
 
-/** The text as the automata see it: one code unit per position and the original span it came from. */
-interface ScanView {
-  codes: Uint16Array;
-  from: Int32Array;
-  to: Int32Array;
-  length: number;
-}
-
 let skipTable: Uint8Array | undefined;
 let foldTable: Uint16Array | undefined;
 
@@ -67,53 +59,49 @@ const ASTRAL_CF = /^\p{Cf}$/u;
 
 const hexValue = (c: number): number => (c >= 48 && c <= 57 ? c - 48 : c >= 65 && c <= 70 ? c - 55 : c >= 97 && c <= 102 ? c - 87 : -1);
 
-/** The normalised view of `text`: whitespace and `\p{Cf}` skipped, `%XX` decoded (one pass, not recursive). */
-function scanView(text: string): ScanView {
-  const skip = skips();
-  const n = text.length;
-  const codes = new Uint16Array(n);
-  const from = new Int32Array(n);
-  const to = new Int32Array(n);
-  let k = 0;
-  for (let i = 0; i < n; ) {
-    let c = text.charCodeAt(i);
-    let next = i + 1;
-    if (c === 37 && i + 2 < n) {
-      const hi = hexValue(text.charCodeAt(i + 1));
-      const lo = hexValue(text.charCodeAt(i + 2));
-      if (hi >= 0 && lo >= 0) {
-        c = hi * 16 + lo;
-        next = i + 3;
-      }
-    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
-      const pair = text.slice(i, i + 2);
-      if (ASTRAL_CF.test(pair)) {
-        i += 2;
-        continue;
-      }
+/** `unitAt`'s code for a character the view skips. */
+const SKIPPED = 0x10000;
+
+/**
+ * The normalised view's unit at `text[i]`, packed as `code << 2 | width`: whitespace and `\p{Cf}` are
+ * `SKIPPED`, `%XX` is the byte it encodes (width 3; one level, not recursive), an astral format character
+ * (a surrogate pair) is skipped whole (width 2), anything else is its code unit (width 1).
+ */
+function unitAt(text: string, i: number, skip: Uint8Array): number {
+  const c = text.charCodeAt(i);
+  if (c === 37 && i + 2 < text.length) {
+    const hi = hexValue(text.charCodeAt(i + 1));
+    const lo = hexValue(text.charCodeAt(i + 2));
+    if (hi >= 0 && lo >= 0) {
+      const byte = hi * 16 + lo;
+      return ((skip[byte] === 1 ? SKIPPED : byte) << 2) | 3;
     }
-    if (skip[c] === 1) {
-      i = next;
-      continue;
-    }
-    codes[k] = c;
-    from[k] = i;
-    to[k] = next;
-    k++;
-    i = next;
-  }
-  return { codes, from, to, length: k };
+  } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && ASTRAL_CF.test(text.slice(i, i + 2))) return (SKIPPED << 2) | 2;
+  return ((skip[c] === 1 ? SKIPPED : c) << 2) | 1;
 }
 
 /** How many positions `text` has in the normalised view (for bounding a look-back over several messages). */
 export function scanLength(text: string): number {
-  return scanView(text).length;
+  const skip = skips();
+  let count = 0;
+  for (let i = 0; i < text.length; ) {
+    const unit = unitAt(text, i, skip);
+    if (unit >> 2 !== SKIPPED) count++;
+    i += unit & 3;
+  }
+  return count;
 }
 
-/** The normalised form of a pattern, as `scanView` would read it. */
+/** The normalised form of a pattern, as the scan reads text. */
 function normalise(s: string): string {
-  const v = scanView(s);
-  return String.fromCharCode(...v.codes.subarray(0, v.length));
+  const skip = skips();
+  let out = "";
+  for (let i = 0; i < s.length; ) {
+    const unit = unitAt(s, i, skip);
+    if (unit >> 2 !== SKIPPED) out += String.fromCharCode(unit >> 2);
+    i += unit & 3;
+  }
+  return out;
 }
 
 /**
@@ -187,16 +175,14 @@ class Automaton {
     }
   }
 
-  /** Calls `found(endPosition, length)` for the longest pattern ending at each position of the view. */
-  scan(view: ScanView, fold: Uint16Array | null, found: (end: number, length: number) => void): void {
-    const { codes, length } = view;
-    let s = 0;
-    for (let i = 0; i < length; i++) {
-      const raw = codes[i] as number;
-      s = this.#step(s, fold ? (fold[raw] as number) : raw);
-      const hit = this.#longest[s] as number;
-      if (hit > 0) found(i + 1, hit);
-    }
+  /** Dense ASCII transitions (`state << 7 | code`) and, per state, the longest pattern ending there. */
+  get tables(): { ascii: Int32Array; longest: Int32Array } {
+    return { ascii: this.#ascii, longest: this.#longest };
+  }
+
+  /** The state after reading a non-ASCII `c` in state `s`. */
+  stepWide(s: number, c: number): number {
+    return this.#step(s, c);
   }
 }
 
@@ -257,31 +243,66 @@ function buildMatcher(secrets: readonly string[]): SecretMatcher {
   const literalAutomaton = new Automaton([...literal]);
   const encodedAutomaton = new Automaton([...encoded]);
   const maxLength = Math.max(0, ...[...literal, ...encoded].map((p) => p.length));
+  // Big enough for the longest match's first position: a power of two, so a mask wraps it.
+  const ring = new Int32Array(2 ** Math.ceil(Math.log2(maxLength + 2)));
   return {
     maxLength,
     find(text: string): SecretSpan[] {
       if (maxLength === 0 || text.length === 0) return [];
-      const view = scanView(text);
-      const spans: SecretSpan[] = [];
-      // Matches arrive by end position; a longer one may swallow earlier ones (stack merge, amortised linear).
-      const add = (kind: SecretSpan["kind"]) => (end: number, length: number) => {
-        const span: SecretSpan = { start: view.from[end - length] as number, end: view.to[end - 1] as number, kind };
-        while (spans.length > 0 && (spans.at(-1) as SecretSpan).end >= span.start) {
-          const top = spans.pop() as SecretSpan;
-          span.start = Math.min(span.start, top.start);
-          span.end = Math.max(span.end, top.end);
-          if (top.kind === "encoded_secret") span.kind = "encoded_secret";
-        }
-        spans.push(span);
-      };
-      const found = [] as SecretSpan[][];
-      literalAutomaton.scan(view, fold, add("secret"));
-      found.push(spans.splice(0));
-      encodedAutomaton.scan(view, null, add("encoded_secret"));
-      found.push(spans.splice(0));
-      return widenAndMerge(text, [...(found[0] as SecretSpan[]), ...(found[1] as SecretSpan[])]);
+      return widenAndMerge(text, scan(text, literalAutomaton, encodedAutomaton, ring));
     },
   };
+}
+
+/**
+ * One pass over `text`, both automata side by side (the literal one on case-folded units), with no copy of
+ * the text: `ring` remembers where each of the last positions of the view started, enough to map a match
+ * back to the text. Matches arrive by end; one that overlaps earlier ones swallows them (stack merge).
+ */
+function scan(text: string, literal: Automaton, encoded: Automaton, ring: Int32Array): SecretSpan[] {
+  const skip = skips();
+  const fold = folds();
+  const mask = ring.length - 1;
+  const { ascii: litAscii, longest: litLongest } = literal.tables;
+  const { ascii: encAscii, longest: encLongest } = encoded.tables;
+  const spans: SecretSpan[] = [];
+  const add = (start: number, end: number, kind: SecretSpan["kind"]) => {
+    const span: SecretSpan = { start, end, kind };
+    while (spans.length > 0 && (spans.at(-1) as SecretSpan).end >= span.start) {
+      const top = spans.pop() as SecretSpan;
+      span.start = Math.min(span.start, top.start);
+      span.end = Math.max(span.end, top.end);
+      if (top.kind === "encoded_secret") span.kind = "encoded_secret";
+    }
+    spans.push(span);
+  };
+  let k = 0;
+  let lit = 0;
+  let enc = 0;
+  const n = text.length;
+  for (let i = 0; i < n; ) {
+    const start = i;
+    let c = text.charCodeAt(i);
+    if (c < 128 && c !== 37) {
+      i++; // the common case, inline: plain ASCII
+      if (skip[c] === 1) continue;
+    } else {
+      const unit = unitAt(text, i, skip);
+      i += unit & 3;
+      c = unit >> 2;
+      if (c === SKIPPED) continue;
+    }
+    ring[k & mask] = start;
+    k++;
+    const f = fold[c] as number;
+    lit = f < 128 ? (litAscii[(lit << 7) | f] as number) : literal.stepWide(lit, f);
+    enc = c < 128 ? (encAscii[(enc << 7) | c] as number) : encoded.stepWide(enc, c);
+    const litHit = litLongest[lit] as number;
+    if (litHit > 0) add(ring[(k - litHit) & mask] as number, i, "secret");
+    const encHit = encLongest[enc] as number;
+    if (encHit > 0) add(ring[(k - encHit) & mask] as number, i, "encoded_secret");
+  }
+  return spans;
 }
 
 /**
