@@ -62,7 +62,11 @@ interface Scenario {
  * Sends `messages` one by one through POST /v1/chat/messages (each waits for its run; the scripted model
  * answers `replies`), with message text in the debug log (a local provider), and collects every place.
  */
-async function scenario(messages: string[], replies: string[] = messages.map(() => "noted")): Promise<Scenario> {
+async function scenario(
+  messages: string[],
+  replies: string[] = messages.map(() => "noted"),
+  agent: Record<string, unknown> = {},
+): Promise<Scenario> {
   const lines: string[] = [];
   for (const level of ["log", "warn", "error", "info", "debug"] as const)
     vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
@@ -74,7 +78,7 @@ async function scenario(messages: string[], replies: string[] = messages.map(() 
     host,
     replies.map((content) => ({ content })),
   );
-  const app = appFor(runConfig(host, { agentId, provider: { local: true }, logging: { debugContent: { enabled: true } } }));
+  const app = appFor(runConfig(host, { agentId, agent, provider: { local: true }, logging: { debugContent: { enabled: true } } }));
   const room = `room-${crypto.randomUUID().slice(0, 8)}`;
   const runs: any[] = [];
   let sessionId = "";
@@ -104,10 +108,25 @@ async function scenario(messages: string[], replies: string[] = messages.map(() 
   expect(objects.some((o) => o.key.startsWith(`agents/${agentId}/audit/`))).toBe(true);
   expect(objects.filter((o) => o.key.startsWith(`agents/${agentId}/runs/`)).length).toBe(messages.length);
   expect(lines.some((l) => l.includes('"event":"debug.content"'))).toBe(true);
-  const contents = view.body.messages.map((m: any) => m.content as string);
+  // Every message stored, live or archived to R2 (turns past maxTurns), by seq.
+  const archived = objects
+    .filter((o) => o.key.startsWith(`agents/${agentId}/sessions/`))
+    .flatMap((o) => o.text.split("\n").filter(Boolean))
+    .map((l) => JSON.parse(l));
+  const live = transcript.text
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+  const stored = [...new Map([...archived, ...live].map((r) => [r.seq, r])).values()].sort((a, b) => a.seq - b.seq);
+  const joined = (role: string) =>
+    stored
+      .filter((r) => r.role === role)
+      .map((r) => r.content as string)
+      .join("");
   const places = [
-    // What a split secret would be reassembled from: the stored messages, and the runs' outputs, end to end.
-    { where: "stored messages concatenated", text: contents.join("") },
+    // What a split secret would be reassembled from: the stored messages of a role, and the runs' outputs, end to end.
+    { where: "stored user messages concatenated", text: joined("user") },
+    { where: "stored assistant messages concatenated", text: joined("assistant") },
     { where: "run outputs concatenated", text: runs.map((r) => r.output).join("") },
     { where: "admin messages view", text: view.text },
     { where: "transcript export", text: transcript.text },
@@ -148,6 +167,30 @@ describe("ISSUE20-§5 a configured secret split over consecutive messages is sto
       ["[REDACTED:split_secret] done", ["content"]],
     ]);
     expect(leaks(s.places, SANDBOX, [])).toEqual([]);
+  });
+
+  it("ISSUE20-§5 a secret split over 3 user messages in a session that archives every older turn (maxTurns 1): the archived piece stays a piece", async () => {
+    const s = await scenario(["my signing secret is slacksig", "ningsecret012", "3456789abcdef, keep it safe"], undefined, {
+      session: { maxTurns: 1 },
+    });
+    // The export reads the archived parts too: the first piece was archived before the third came, and stays a piece.
+    expect(userRows(s)).toEqual([
+      ["my signing secret is slacksig", []],
+      ["[REDACTED:split_secret]", ["content"]],
+      ["[REDACTED:split_secret], keep it safe", ["content"]],
+    ]);
+    const parts = s.places.filter((p) => p.where.startsWith("R2 agents/") && p.where.includes("/sessions/"));
+    expect(
+      parts.map((p) =>
+        p.text
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l))
+          .filter((r) => r.role === "user")
+          .map((r) => r.content),
+      ),
+    ).toEqual([["my signing secret is slacksig"], ["[REDACTED:split_secret]"]]);
+    expect(leaks(s.places, SIGNING, [])).toEqual([]);
   });
 
   it("ISSUE20-§5 a secret's base64 split over 3 user messages", async () => {

@@ -61,7 +61,7 @@ import { getManifest, listManifests, type RecordResult, recordManifest, type Sto
 import { latestSummary, type MemoryItem, type MemoryKind, type RetrievedItem, recall, remember } from "./memory";
 import { EMPTY_STATE, grantCapability, type NotesTrace, processAssistantNotes, revokeCapability, State } from "./notes";
 import { SESSION_MIGRATIONS } from "./schema";
-import { applySplitRewrites, redactSplitSecrets } from "./split-secrets";
+import { applySplitRewrites, archivedLookback, redactSplitSecrets } from "./split-secrets";
 import {
   appendMessage,
   deleteThrough,
@@ -669,7 +669,8 @@ export class SessionDO extends DurableObject<Env> {
     if (seen) return seen;
     const secrets = secretValuesFromEnv(this.env);
     // A secret may have been split across this message and the previous user messages (issue 20 §5).
-    const split = redactSplitSecrets(this.#sql, state.sessionId, "user", redactText(input.message, secrets), secrets);
+    const archived = await archivedLookback(this.#sql, this.env.AUDIT, state.sessionId, "user", secrets);
+    const split = redactSplitSecrets(this.#sql, state.sessionId, "user", redactText(input.message, secrets), secrets, archived);
     const redacted = split.text;
     const runId = mintRunId(this.ctx.id.toString());
     const now = new Date();

@@ -132,3 +132,9 @@ export function recentOfRole(
 export function rewriteContent(sql: Sql, seq: number, content: string, redactions: readonly string[]): void {
   sql.run`UPDATE transcript SET content = ${content}, redactions = ${JSON.stringify(redactions)} WHERE seq = ${seq}`;
 }
+
+/** The R2 key of a generation's newest archived part (turns archived under maxTurns / maxBytes), if any. */
+export function newestArchivedPartKey(sql: Sql, sessionId: string): string | undefined {
+  return sql.one<{ r2_key: string }>`SELECT r2_key FROM archived_parts WHERE session_id = ${sessionId} ORDER BY last_seq DESC LIMIT 1`
+    ?.r2_key;
+}
