@@ -193,6 +193,17 @@ describe("ISSUE20-§5 a configured secret split over consecutive messages is sto
     expect(leaks(s.places, SIGNING, [])).toEqual([]);
   });
 
+  it("ISSUE20-§5 the first piece at the end of a 90 000-character message is still found (each earlier message is scanned by its tail)", async () => {
+    const padding = "lorem ipsum ".repeat(7_500);
+    const s = await scenario([`${padding}key: slacksig`, "ningsecret012", "3456789abcdef"]);
+    expect(userRows(s)).toEqual([
+      [`${padding}key: [REDACTED:split_secret]`, ["content"]],
+      ["[REDACTED:split_secret]", ["content"]],
+      ["[REDACTED:split_secret]", ["content"]],
+    ]);
+    expect(leaks(s.places, SIGNING, [])).toEqual([]);
+  });
+
   it("ISSUE20-§5 a secret's base64 split over 3 user messages", async () => {
     const b64 = btoa(SIGNING);
     const s = await scenario([`blob ${b64.slice(0, 15)}`, b64.slice(15, 30), `${b64.slice(30)} end`]);

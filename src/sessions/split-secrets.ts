@@ -16,6 +16,21 @@ import { newestArchivedPartKey, parseJsonl, recentOfRole, rewriteContent, type T
 /** At most this many earlier messages are read back (whitespace-only messages cover nothing). */
 export const SPLIT_LOOKBACK_MAX_MESSAGES = 256;
 const BATCH = 16;
+/**
+ * Of each earlier message only its last `reach × TAIL_FACTOR` characters are scanned: a secret that ends in
+ * the new message starts within `reach` characters of the view, and a form padded with invisible characters or
+ * `%XX` escapes takes at most a few text characters per character of the view. It bounds the work a message
+ * full of padding can cause.
+ */
+const TAIL_FACTOR = 16;
+/** The most of an archived part that is read back: its end, where the newest rows are. */
+const ARCHIVE_TAIL_BYTES = 64 * 1024;
+
+/** The part of `content` that can hold the start of a secret ending in the next message (see TAIL_FACTOR). */
+const tailOf = (content: string, reach: number) => {
+  const keep = Math.max(1, reach) * TAIL_FACTOR;
+  return content.length > keep ? content.slice(content.length - keep) : content;
+};
 
 /** A stored row to rewrite: its new content and `redactions` paths. */
 export interface SplitRewrite {
@@ -34,7 +49,7 @@ function liveLookback(sql: Sql, sessionId: string, role: TranscriptRow["role"], 
     const batch = recentOfRole(sql, sessionId, role, before, BATCH);
     for (const row of batch) {
       rows.push(row);
-      covered += scanLength(row.content);
+      covered += scanLength(tailOf(row.content, reach));
       if (covered >= reach || rows.length >= SPLIT_LOOKBACK_MAX_MESSAGES) break;
     }
     if (batch.length < BATCH) break;
@@ -65,14 +80,18 @@ export async function archivedLookback(
   const key = newestArchivedPartKey(sql, sessionId);
   if (!key) return [];
   try {
-    const text = await (await bucket.get(key))?.text();
-    if (text === undefined) return [];
+    const object = await bucket.get(key, { range: { suffix: ARCHIVE_TAIL_BYTES } });
+    if (!object) return [];
+    let text = await object.text();
+    // A read that starts inside the part starts inside a line: that line is dropped.
+    if (object.size > ARCHIVE_TAIL_BYTES) text = text.slice(text.indexOf("\n") + 1);
     const rows = parseJsonl(text).filter((r) => r.role === role);
     const out: string[] = [];
     let covered = live.covered;
     for (let i = rows.length - 1; i >= 0 && covered < reach; i--) {
-      out.unshift((rows[i] as TranscriptRow).content);
-      covered += scanLength((rows[i] as TranscriptRow).content);
+      const tail = tailOf((rows[i] as TranscriptRow).content, reach);
+      out.unshift(tail);
+      covered += scanLength(tail);
     }
     return out;
   } catch {
@@ -93,11 +112,15 @@ export function redactSplitSecrets(
   secrets: readonly string[],
   archived: readonly string[] = [],
 ): { text: string; rewrites: SplitRewrite[] } {
-  const { rows } = liveLookback(sql, sessionId, role, reachOf(secrets));
+  const reach = reachOf(secrets);
+  const { rows } = liveLookback(sql, sessionId, role, reach);
   if (rows.length === 0 && archived.length === 0) return { text, rewrites: [] };
   rows.reverse(); // oldest first
-  const literal = redactAcrossMessages([...archived, ...rows.map((r) => r.content)], text, secrets);
-  const previous = literal.previous.slice(archived.length);
+  // Each earlier message is scanned by its tail only; its head is put back in front of the result.
+  const heads = rows.map((r) => r.content.slice(0, r.content.length - tailOf(r.content, reach).length));
+  const tails = rows.map((r, i) => r.content.slice((heads[i] as string).length));
+  const literal = redactAcrossMessages([...archived, ...tails], text, secrets);
+  const previous = literal.previous.slice(archived.length).map((tail, i) => `${heads[i]}${tail}`);
   // Credential patterns (sk-…, JWTs…) across the last boundary only, as before: they have no bounded length.
   const last = rows.length - 1;
   const pattern = last >= 0 ? redactAcrossBoundary(previous[last] as string, literal.current, []) : undefined;
