@@ -316,6 +316,14 @@ async function scenarioWithStored(name: string, value: string, messages: string[
   }
 }
 
+describe("ISSUE20-§5 a secret with non-ASCII letters", () => {
+  it("ISSUE20-§5 its upper-cased, zero-width-split and URL-encoded (UTF-8 bytes) forms are redacted", () => {
+    const secret = "clé-secrète-ÀÉÎ-0123";
+    for (const form of [secret.toUpperCase(), encodeURIComponent(secret), [...secret].join("\u200b")])
+      expect(redactText(`a ${form} b`, [secret])).toBe("a [REDACTED:secret] b");
+  });
+});
+
 describe("ISSUE20-§5 the forms are derived once per isolate", () => {
   it("ISSUE20-§5 a list of secret values is derived once, whatever the array; a rotated value derives a new one", () => {
     const fresh = `fresh-secret-${crypto.randomUUID()}`;

@@ -5,7 +5,7 @@
  * characters (`\p{Cf}`: zero-width spaces and joiners, the BOM, bidi controls, tag characters) are skipped and
  * every `%XX` is read as the byte it encodes. So one pattern finds the secret verbatim, split by zero-width
  * characters or line breaks, and URL-encoded (any characters, upper- or lower-case hex). Two Aho-Corasick
- * automata run over that view, each in one pass whatever the number of secrets:
+ * automata run side by side over that view, in one pass whatever the number of secrets:
  *  - `literal`, compared case-insensitively: the secret (so its upper- and lower-cased forms), its
  *    `encodeURIComponent` form (a secret with non-ASCII characters: its UTF-8 bytes), and its hex (UTF-8 bytes);
  *  - `encoded`, compared exactly: its base64, standard and URL-safe, at each of the three alignments it can
@@ -29,30 +29,38 @@ export interface SecretSpan {
   kind: "secret" | "encoded_secret";
 }
 
-let skipTable: Uint8Array | undefined;
-let foldTable: Uint16Array | undefined;
+/** `kinds` values: not seen yet, skipped by the scan (whitespace, `\p{Cf}`), kept. */
+const UNSEEN = 0;
+const SKIP = 1;
+const KEEP = 2;
+/** Per BMP code unit: UNSEEN, SKIP or KEEP. ASCII is filled at load; any other unit when first met (`learn`). */
+const kinds = new Uint8Array(65536);
+/** Per BMP code unit: its lower-case form when that is one code unit, else itself (valid once not UNSEEN). */
+const folded = new Uint16Array(65536);
+for (let c = 0; c < 128; c++) {
+  kinds[c] = c === 32 || (c >= 9 && c <= 13) ? SKIP : KEEP;
+  folded[c] = c >= 65 && c <= 90 ? c + 32 : c;
+}
+const SKIPPED_CHARACTER = /^[\s\p{Cf}]$/u;
 
-/** Per BMP code unit: 1 for whitespace and format characters (skipped), built once per isolate. */
-function skips(): Uint8Array {
-  if (skipTable) return skipTable;
-  const table = new Uint8Array(65536);
-  const skip = /^[\s\p{Cf}]$/u;
-  for (let c = 0; c < 65536; c++) if (c < 0xd800 || c > 0xdfff) table[c] = skip.test(String.fromCharCode(c)) ? 1 : 0;
-  skipTable = table;
-  return table;
+/** Classifies and folds a code unit met for the first time (once per isolate per unit: no table to build). */
+function learn(c: number): number {
+  const ch = String.fromCharCode(c);
+  const surrogate = c >= 0xd800 && c <= 0xdfff;
+  kinds[c] = !surrogate && SKIPPED_CHARACTER.test(ch) ? SKIP : KEEP;
+  const lower = surrogate ? ch : ch.toLowerCase();
+  folded[c] = lower.length === 1 ? lower.charCodeAt(0) : c;
+  return kinds[c] as number;
 }
 
-/** Per BMP code unit: its lower-case form when that is one code unit, else itself. */
-function folds(): Uint16Array {
-  if (foldTable) return foldTable;
-  const table = new Uint16Array(65536);
-  for (let c = 0; c < 65536; c++) {
-    const lower = c >= 0xd800 && c <= 0xdfff ? "" : String.fromCharCode(c).toLowerCase();
-    table[c] = lower.length === 1 ? lower.charCodeAt(0) : c;
-  }
-  foldTable = table;
-  return table;
-}
+/** SKIP or KEEP for a code unit. */
+const kindOf = (c: number): number => (kinds[c] !== UNSEEN ? (kinds[c] as number) : learn(c));
+
+/** A code unit's case-folded form. */
+const foldOf = (c: number): number => {
+  kindOf(c);
+  return folded[c] as number;
+};
 
 /** Astral format characters (tag characters U+E0000–E007F, musical and Egyptian format controls…). */
 const ASTRAL_CF = /^\p{Cf}$/u;
@@ -67,25 +75,24 @@ const SKIPPED = 0x10000;
  * `SKIPPED`, `%XX` is the byte it encodes (width 3; one level, not recursive), an astral format character
  * (a surrogate pair) is skipped whole (width 2), anything else is its code unit (width 1).
  */
-function unitAt(text: string, i: number, skip: Uint8Array): number {
+function unitAt(text: string, i: number): number {
   const c = text.charCodeAt(i);
   if (c === 37 && i + 2 < text.length) {
     const hi = hexValue(text.charCodeAt(i + 1));
     const lo = hexValue(text.charCodeAt(i + 2));
     if (hi >= 0 && lo >= 0) {
       const byte = hi * 16 + lo;
-      return ((skip[byte] === 1 ? SKIPPED : byte) << 2) | 3;
+      return ((kindOf(byte) === SKIP ? SKIPPED : byte) << 2) | 3;
     }
   } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && ASTRAL_CF.test(text.slice(i, i + 2))) return (SKIPPED << 2) | 2;
-  return ((skip[c] === 1 ? SKIPPED : c) << 2) | 1;
+  return ((kindOf(c) === SKIP ? SKIPPED : c) << 2) | 1;
 }
 
 /** How many positions `text` has in the normalised view (for bounding a look-back over several messages). */
 export function scanLength(text: string): number {
-  const skip = skips();
   let count = 0;
   for (let i = 0; i < text.length; ) {
-    const unit = unitAt(text, i, skip);
+    const unit = unitAt(text, i);
     if (unit >> 2 !== SKIPPED) count++;
     i += unit & 3;
   }
@@ -94,10 +101,9 @@ export function scanLength(text: string): number {
 
 /** The normalised form of a pattern, as the scan reads text. */
 function normalise(s: string): string {
-  const skip = skips();
   let out = "";
   for (let i = 0; i < s.length; ) {
-    const unit = unitAt(s, i, skip);
+    const unit = unitAt(s, i);
     if (unit >> 2 !== SKIPPED) out += String.fromCharCode(unit >> 2);
     i += unit & 3;
   }
@@ -228,8 +234,7 @@ let derivations = 0;
 
 function buildMatcher(secrets: readonly string[]): SecretMatcher {
   derivations++;
-  const fold = folds();
-  const foldText = (s: string) => String.fromCharCode(...Array.from(s, (ch) => fold[ch.charCodeAt(0)] as number));
+  const foldText = (s: string) => String.fromCharCode(...Array.from(s, (ch) => foldOf(ch.charCodeAt(0))));
   const literal = new Set<string>();
   const encoded = new Set<string>();
   for (const secret of secrets) {
@@ -260,8 +265,6 @@ function buildMatcher(secrets: readonly string[]): SecretMatcher {
  * back to the text. Matches arrive by end; one that overlaps earlier ones swallows them (stack merge).
  */
 function scan(text: string, literal: Automaton, encoded: Automaton, ring: Int32Array): SecretSpan[] {
-  const skip = skips();
-  const fold = folds();
   const mask = ring.length - 1;
   const { ascii: litAscii, longest: litLongest } = literal.tables;
   const { ascii: encAscii, longest: encLongest } = encoded.tables;
@@ -285,16 +288,16 @@ function scan(text: string, literal: Automaton, encoded: Automaton, ring: Int32A
     let c = text.charCodeAt(i);
     if (c < 128 && c !== 37) {
       i++; // the common case, inline: plain ASCII
-      if (skip[c] === 1) continue;
+      if (kinds[c] === SKIP) continue;
     } else {
-      const unit = unitAt(text, i, skip);
+      const unit = unitAt(text, i);
       i += unit & 3;
       c = unit >> 2;
       if (c === SKIPPED) continue;
     }
     ring[k & mask] = start;
     k++;
-    const f = fold[c] as number;
+    const f = folded[c] as number; // c was classified (ASCII at load, others by unitAt)
     lit = f < 128 ? (litAscii[(lit << 7) | f] as number) : literal.stepWide(lit, f);
     enc = c < 128 ? (encAscii[(enc << 7) | c] as number) : encoded.stepWide(enc, c);
     const litHit = litLongest[lit] as number;
