@@ -361,17 +361,14 @@ describe("ISSUE20-§5 the forms scan stays linear (1 MiB adversarial inputs)", (
     ["near-miss of the hex form", fill("736c61636b7369676e696e67")],
   ];
   for (const [name, text] of inputs) {
+    // As in test/redaction.test.ts: no timing assertion; a super-linear scan runs far past the timeout.
     it(`ISSUE20-§5 redaction is linear: ${name}`, { timeout: 5_000 }, () => {
-      const t0 = performance.now();
       expect(redactText(text, secrets)).toBe(text);
-      expect(performance.now() - t0).toBeLessThan(2_000);
     });
   }
 
   it("ISSUE20-§5 redaction is linear: 256 earlier messages of near-misses, then the one that completes nothing", { timeout: 5_000 }, () => {
     const previous = Array.from({ length: 256 }, () => fill(SIGNING.slice(0, -1)).slice(0, 4096));
-    const t0 = performance.now();
     expect(redactAcrossMessages(previous, "f", secrets).changed).toEqual([]);
-    expect(performance.now() - t0).toBeLessThan(2_000);
   });
 });
