@@ -185,6 +185,18 @@ const SECRET_INPUTS: Adversarial[] = [
   { name: "scheme_runs_then_userinfo_no_at", targets: "url_password", make: (n) => `${fill("a.", n - 10)}://u:pass` },
   { name: "url_near_miss_runs", targets: "url_password", make: (n) => fill("a.b+c-https://user:pass ", n) },
   { name: "ellipsis_url_with_password", targets: "url_password", make: (n) => fill("see ...https://u:pa55@h/ ", n) },
+  // Configured secrets in their derived forms (issue 20 §5, src/security/secret-forms.ts): near-misses of a
+  // secret and of its encodings (one character short), and runs of what the scan skips or decodes.
+  { name: "secret_near_miss", targets: "(secret forms)", make: (n) => fill(`${SECRETS[0]?.slice(0, -1)} `, n) },
+  { name: "secret_near_miss_glued", targets: "(secret forms)", make: (n) => fill(SECRETS[0]?.slice(0, -1) ?? "", n) },
+  { name: "secret_base64_near_miss", targets: "(secret forms)", make: (n) => fill(btoa(SECRETS[0] ?? "").slice(0, -5), n) },
+  { name: "secret_percent_escapes", targets: "(secret forms)", make: (n) => fill("%74%65%73%74%2D", n) },
+  { name: "percent_runs", targets: "(secret forms)", make: (n) => fill("%", n) },
+  {
+    name: "zero_width_split_near_miss",
+    targets: "(secret forms)",
+    make: (n) => fill(`${[...(SECRETS[0] ?? "").slice(0, -1)].join("\u200b")} `, n),
+  },
 ];
 
 const PERSONAL_INPUTS: Adversarial[] = [

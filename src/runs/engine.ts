@@ -135,6 +135,8 @@ export interface RunHost {
   >;
   /** Applies NOTES (S4 §2) of an assistant reply to the checkpoint; returns the visible text and traces. */
   applyNotes(reply: string): Promise<{ visible: string; traces: { kind: "notes_patch" | "actions"; data: object }[] }>;
+  /** A redacted reply with the fragments of a secret split over this and earlier replies redacted too (issue 20 §5). */
+  redactSplitReply?(content: string, apply?: boolean): string;
   /** Appends an assistant or tool message to the transcript (already redacted). */
   appendTranscript(m: { role: "assistant" | "tool"; content: string; runId: string; toolName?: string; toolCallId?: string }): number;
   recordManifest(turnId: string, manifest: PromptManifest): void;
@@ -529,7 +531,8 @@ export class RunEngine {
     const notes = raw.blocked ? withheldNotes(markers.visible) : await this.#host.applyNotes(markers.visible);
     const secrets = secretValuesFromEnv(env);
     const verdict = raw.blocked ? raw : checkOutput(notes.visible, hidden);
-    const visible = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+    const redacted = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+    const visible = verdict.blocked ? redacted : (this.#host.redactSplitReply?.(redacted) ?? redacted);
 
     storage.transactionSync(() => {
       sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${usage.promptTokens}, completion_tokens = completion_tokens + ${usage.completionTokens}
@@ -689,7 +692,13 @@ export class RunEngine {
     const clean = (text: string) =>
       redactPersonalData(redactText(text, secrets), { emails: debug.redactEmails, phones: debug.redactPhones });
     if (round === 1) this.#host.logger.log("info", "debug.content", { run_id: run.id, round, role: "user", text: clean(userMessage) });
-    this.#host.logger.log("info", "debug.content", { run_id: run.id, round, role: "assistant", text: clean(reply) });
+    // The reply as it will be stored: a fragment that completes a secret split over replies is redacted here too.
+    const stored = redactText(reply, secrets);
+    const text = redactPersonalData(this.#host.redactSplitReply?.(stored, false) ?? stored, {
+      emails: debug.redactEmails,
+      phones: debug.redactPhones,
+    });
+    this.#host.logger.log("info", "debug.content", { run_id: run.id, round, role: "assistant", text });
   }
 
   async #callModel(

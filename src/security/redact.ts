@@ -3,6 +3,7 @@
  * every literal secret value is replaced by a placeholder naming its kind.
  * The session/audit redaction work builds on this (JSON paths, emails, phones).
  */
+import { MIN_SECRET_LENGTH, type SecretSpan, secretMatcher } from "./secret-forms";
 import { SECRET_VALUE_PATTERNS } from "./secret-patterns";
 
 const GLOBAL_PATTERNS = SECRET_VALUE_PATTERNS.map(({ name, pattern }) => ({
@@ -11,17 +12,27 @@ const GLOBAL_PATTERNS = SECRET_VALUE_PATTERNS.map(({ name, pattern }) => ({
 }));
 
 /** Secret values shorter than this are not matched literally (too many false hits). */
-const MIN_LITERAL_SECRET = 8;
+const MIN_LITERAL_SECRET = MIN_SECRET_LENGTH;
+
+/** `text` with each span replaced by its placeholder (`[REDACTED:secret]`, `[REDACTED:encoded_secret]`). */
+function replaceSpans(text: string, spans: readonly SecretSpan[], placeholder?: string): string {
+  if (spans.length === 0) return text;
+  let out = "";
+  let copied = 0;
+  for (const span of spans) {
+    out += `${text.slice(copied, span.start)}${placeholder ?? `[REDACTED:${span.kind}]`}`;
+    copied = span.end;
+  }
+  return out + text.slice(copied);
+}
 
 /**
- * `text` with credential patterns and the given literal secret values replaced
- * by `[REDACTED:<kind>]`.
+ * `text` with credential patterns and the given literal secret values replaced by `[REDACTED:<kind>]`. A
+ * secret is found in every form src/security/secret-forms.ts derives: verbatim, in any letter case, split by
+ * whitespace or zero-width characters, URL-encoded, hex, and base64 (`[REDACTED:encoded_secret]`).
  */
 export function redactText(text: string, literalSecrets: readonly string[] = []): string {
-  let out = text;
-  for (const secret of literalSecrets) {
-    if (secret.length >= MIN_LITERAL_SECRET) out = out.split(secret).join("[REDACTED:secret]");
-  }
+  let out = literalSecrets.length > 0 ? replaceSpans(text, secretMatcher(literalSecrets).find(text)) : text;
   for (const { name, pattern } of GLOBAL_PATTERNS) out = out.replace(pattern, `[REDACTED:${name}]`);
   return out;
 }
@@ -65,28 +76,78 @@ export function redactAcrossBoundary(
   current: string,
   literalSecrets: readonly string[] = [],
 ): { previous: string; current: string; changed: boolean } {
-  const joined = previous + current;
-  const cut = previous.length;
+  const literal = redactAcrossMessages([previous], current, literalSecrets);
+  const before = literal.previous[0] as string;
+  const after = literal.current;
+  const joined = before + after;
+  const cut = before.length;
   const spans: [number, number][] = [];
-  for (const secret of literalSecrets) {
-    if (secret.length < MIN_LITERAL_SECRET) continue;
-    for (let at = joined.indexOf(secret); at >= 0; at = joined.indexOf(secret, at + 1)) {
-      if (at < cut && at + secret.length > cut) spans.push([at, at + secret.length]);
-    }
-  }
   for (const { pattern } of GLOBAL_PATTERNS) {
     for (const m of joined.matchAll(pattern)) {
       const start = m.index ?? 0;
       if (start < cut && start + m[0].length > cut) spans.push([start, start + m[0].length]);
     }
   }
-  if (spans.length === 0) return { previous, current, changed: false };
+  if (spans.length === 0) return { previous: before, current: after, changed: literal.changed.length > 0 };
   const start = Math.min(...spans.map(([s]) => s));
   const end = Math.max(...spans.map(([, e]) => e));
   return {
-    previous: `${previous.slice(0, start)}[REDACTED:split_secret]`,
-    current: `[REDACTED:split_secret]${current.slice(end - cut)}`,
+    previous: `${before.slice(0, start)}[REDACTED:split_secret]`,
+    current: `[REDACTED:split_secret]${after.slice(end - cut)}`,
     changed: true,
+  };
+}
+
+/**
+ * A configured secret (in any form `redactText` finds) spread over several consecutive messages, pasted in
+ * chunks or emitted piece by piece: `previous` (oldest first) and `current` are read as one text, a
+ * separator between messages, and every match that crosses a message boundary is replaced by
+ * `[REDACTED:split_secret]` in each message it touches. `changed` lists the indexes of `previous` that
+ * changed; after this, no concatenation of the stored messages holds the secret.
+ */
+export function redactAcrossMessages(
+  previous: readonly string[],
+  current: string,
+  literalSecrets: readonly string[],
+): { previous: string[]; current: string; changed: number[]; currentChanged: boolean } {
+  const parts = [...previous, current];
+  const unchanged = { previous: [...previous], current, changed: [], currentChanged: false };
+  if (previous.length === 0 || literalSecrets.length === 0) return unchanged;
+  const offsets: number[] = [];
+  let at = 0;
+  for (const part of parts) {
+    offsets.push(at);
+    at += part.length + 1;
+  }
+  // Which part a position of the joined text falls in (positions are never on a separator: it is skipped).
+  const partAt = (pos: number) => {
+    let lo = 0;
+    let hi = parts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if ((offsets[mid] as number) <= pos) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  const local: SecretSpan[][] = parts.map(() => []);
+  for (const span of secretMatcher(literalSecrets).find(parts.join("\n"))) {
+    const first = partAt(span.start);
+    const last = partAt(span.end - 1);
+    if (first === last) continue; // inside one message: its own redaction handles it
+    for (let i = first; i <= last; i++) {
+      const base = offsets[i] as number;
+      const start = Math.max(span.start, base) - base;
+      const end = Math.min(span.end, base + (parts[i] as string).length) - base;
+      if (end > start) local[i]?.push({ start, end, kind: "secret" });
+    }
+  }
+  const out = parts.map((part, i) => replaceSpans(part, local[i] as SecretSpan[], "[REDACTED:split_secret]"));
+  return {
+    previous: out.slice(0, -1),
+    current: out.at(-1) as string,
+    changed: previous.map((_, i) => i).filter((i) => (local[i] as SecretSpan[]).length > 0),
+    currentChanged: (local.at(-1) as SecretSpan[]).length > 0,
   };
 }
 

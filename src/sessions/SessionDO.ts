@@ -39,7 +39,7 @@ import {
 } from "../runs/store";
 import { type RunView, runView } from "../runs/view";
 import { deliverNotifications, enqueueNotify, type NotifySpec, nextNotifyAt } from "../scheduler/notify";
-import { redactAcrossBoundary, redactJson, redactText, secretValuesFromEnv } from "../security/redact";
+import { redactJson, redactText, secretValuesFromEnv } from "../security/redact";
 import { refreshStoredSecrets } from "../security/stored-secrets";
 import { createSql, migrate, type Sql } from "../storage/sql";
 import { s5WireArgs } from "../tools/builtin/s5";
@@ -61,6 +61,7 @@ import { getManifest, listManifests, type RecordResult, recordManifest, type Sto
 import { latestSummary, type MemoryItem, type MemoryKind, type RetrievedItem, recall, remember } from "./memory";
 import { EMPTY_STATE, grantCapability, type NotesTrace, processAssistantNotes, revokeCapability, State } from "./notes";
 import { SESSION_MIGRATIONS } from "./schema";
+import { applySplitRewrites, archivedLookback, redactSplitSecrets } from "./split-secrets";
 import {
   appendMessage,
   deleteThrough,
@@ -182,6 +183,7 @@ export class SessionDO extends DurableObject<Env> {
           },
           new Date(),
         ).seq,
+      redactSplitReply: (content, apply) => this.#redactSplitReply(this.#currentSession().sessionId, content, apply),
       recordManifest: (turnId, manifest) => {
         recordManifest(this.#sql, turnId, manifest, new Date());
       },
@@ -667,21 +669,16 @@ export class SessionDO extends DurableObject<Env> {
     const seen = input.dispatchKey ? this.#byDispatchKey(input.dispatchKey) : undefined;
     if (seen) return seen;
     const secrets = secretValuesFromEnv(this.env);
-    let redacted = redactText(input.message, secrets);
-    // A secret may have been split across this message and the previous user message.
-    const previous = this.#sql.one<{ seq: number; content: string; redactions: string }>`
-      SELECT seq, content, redactions FROM transcript WHERE session_id = ${state.sessionId} AND role = 'user' ORDER BY seq DESC LIMIT 1`;
-    const split = previous ? redactAcrossBoundary(previous.content, redacted, secrets) : undefined;
-    if (split?.changed) redacted = split.current;
+    // A secret may have been split across this message and the previous user messages (issue 20 §5).
+    const archived = await archivedLookback(this.#sql, this.env.AUDIT, state.sessionId, "user", secrets);
+    const split = redactSplitSecrets(this.#sql, state.sessionId, "user", redactText(input.message, secrets), secrets, archived);
+    const redacted = split.text;
     const runId = mintRunId(this.ctx.id.toString());
     const now = new Date();
     let row: TranscriptRow | undefined;
     // Nothing awaited since the check above, so no other call can have used the key in between.
     this.ctx.storage.transactionSync(() => {
-      if (previous && split?.changed) {
-        const paths = [...new Set([...(JSON.parse(previous.redactions) as string[]), "content"])];
-        this.#sql.run`UPDATE transcript SET content = ${split.previous}, redactions = ${JSON.stringify(paths)} WHERE seq = ${previous.seq}`;
-      }
+      applySplitRewrites(this.#sql, split.rewrites);
       row = appendMessage(
         this.#sql,
         {
@@ -1188,13 +1185,23 @@ export class SessionDO extends DurableObject<Env> {
       if (classifyChannel(channel).policy !== "cli_local" || !reply.allowPartial) return { stored: false, reason: "final_only" };
     }
     const { visible } = reply.partial ? { visible: reply.content } : await this.applyAssistantNotes(identity, reply.content);
-    const content = redactText(visible, secretValuesFromEnv(this.env));
+    const content = this.#redactSplitReply(state.sessionId, redactText(visible, secretValuesFromEnv(this.env)));
     const row = appendMessage(
       this.#sql,
       { session_id: state.sessionId, role: "assistant", content, run_id: reply.runId, redactions: content === visible ? [] : ["content"] },
       new Date(),
     );
     return { stored: true, seq: row.seq, visible: content };
+  }
+
+  /**
+   * An assistant reply with the fragments of a secret split over replies redacted; earlier replies rewritten
+   * unless `apply` is false (the debug log's look at a reply before it is stored).
+   */
+  #redactSplitReply(sessionId: string, content: string, apply = true): string {
+    const split = redactSplitSecrets(this.#sql, sessionId, "assistant", content, secretValuesFromEnv(this.env));
+    if (apply) applySplitRewrites(this.#sql, split.rewrites);
+    return split.text;
   }
 
   /** Admin: grants a capability (S4 §1.1), removing it from pending. Audited. */

@@ -112,3 +112,29 @@ export function importRows(sql: Sql, rows: readonly TranscriptRow[]): void {
 export function deleteThrough(sql: Sql, sessionId: string, throughSeq: number): void {
   sql.run`DELETE FROM transcript WHERE session_id = ${sessionId} AND seq <= ${throughSeq}`;
 }
+
+/** The newest rows of one role with seq < beforeSeq, newest first, at most `limit` (the split-secret look-back). */
+export function recentOfRole(
+  sql: Sql,
+  sessionId: string,
+  role: TranscriptRow["role"],
+  beforeSeq: number,
+  limit: number,
+): { seq: number; content: string; redactions: string[] }[] {
+  return sql.all<{ seq: number; content: string; redactions: string }>`SELECT seq, content, redactions FROM transcript
+         WHERE session_id = ${sessionId} AND role = ${role} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`.map((r) => ({
+    ...r,
+    redactions: JSON.parse(r.redactions) as string[],
+  }));
+}
+
+/** Replaces a stored row's content (a redaction found later) and its `redactions` paths. */
+export function rewriteContent(sql: Sql, seq: number, content: string, redactions: readonly string[]): void {
+  sql.run`UPDATE transcript SET content = ${content}, redactions = ${JSON.stringify(redactions)} WHERE seq = ${seq}`;
+}
+
+/** The R2 key of a generation's newest archived part (turns archived under maxTurns / maxBytes), if any. */
+export function newestArchivedPartKey(sql: Sql, sessionId: string): string | undefined {
+  return sql.one<{ r2_key: string }>`SELECT r2_key FROM archived_parts WHERE session_id = ${sessionId} ORDER BY last_seq DESC LIMIT 1`
+    ?.r2_key;
+}
