@@ -128,15 +128,6 @@ export async function listApprovals(
   return rows.results;
 }
 
-/** Approvals of `agentId` still waiting for a human. */
-export async function pendingApprovals(db: D1Database, agentId: string, now: Date): Promise<number> {
-  const row = await db
-    .prepare("SELECT COUNT(*) AS n FROM approvals WHERE agent_id = ?1 AND status = 'pending' AND expires_at > ?2")
-    .bind(agentId, now.toISOString())
-    .first<{ n: number }>();
-  return row?.n ?? 0;
-}
-
 /** Pending approvals of `agentId`, all callers and `caller`'s own. */
 export async function pendingApprovalCounts(
   db: D1Database,
