@@ -70,6 +70,50 @@ describe("ISSUE20-§6 setup sessions need a caller allowed in config", () => {
   });
 });
 
+describe("ISSUE20-§6 an admin may start a setup session", () => {
+  it("ISSUE20-§6 POST /api/admin/setup-sessions starts a setup run (setup task, setup tools) whose save_service_commands still waits for approval", async () => {
+    const agentId = "setup-admin";
+    const host = uniqueHost("script");
+    await scriptProvider(host, [saveCommands("svc-admin"), { content: "saved by admin" }]);
+    // No API caller is allowed: the admin scope alone may start it.
+    const app = appFor({ ...setupGateway(host, agentId), setup: { allowedCallers: [] } });
+    const res = await call(app, "POST", "/api/admin/setup-sessions", { agent_id: agentId, message: "set up the dev server" }, ADMIN);
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ status: "queued" });
+    expect(res.body.session_key).toMatch(new RegExp(`^agent:${agentId}:admin:operator:run:[0-9a-f]{32}$`));
+    const id = res.body.id as string;
+    await until(async () => (await runDetail(app, id)).run.status === "awaiting_approval");
+    const detail = await runDetail(app, id);
+    expect(detail.manifests[0].manifest.stack.map((e: any) => e.id)).toContain("tasks/setup");
+    const requested = detail.events.find((e: any) => e.event_type === "approval.requested");
+    expect(requested.payload).toMatchObject({ tool: "save_service_commands", tool_call_id: "svc-admin" });
+    expect(await setupRows(agentId)).toEqual([]);
+    await call(app, "POST", `/api/admin/approvals/${requested.payload.approval_id}`, { decision: "approve" }, ADMIN);
+    await until(async () => (await runDetail(app, id)).run.status === "completed");
+    expect((await runDetail(app, id)).run.output).toBe("saved by admin");
+    expect(await setupRows(agentId)).toEqual([{ kind: "service_commands", payload: JSON.stringify(hostile) }]);
+    // The run belongs to no API caller.
+    expect((await call(app, "GET", `/v1/runs/${id}`)).status).toBe(404);
+  });
+
+  it("ISSUE20-§6 POST /api/admin/setup-sessions: an API token is 403, an unknown agent 404, an unknown field 400", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "never" }]);
+    const app = appFor(setupGateway(host, "setup-admin-errors"));
+    const api = await call(app, "POST", "/api/admin/setup-sessions", { agent_id: "setup-admin-errors", message: "x" });
+    expect(api.status).toBe(403);
+    expect(api.body).toEqual({ error: { code: "auth.forbidden", message: 'this route needs a token with the "admin" scope' } });
+    const unknown = await call(app, "POST", "/api/admin/setup-sessions", { agent_id: "nobody", message: "x" }, ADMIN);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ error: { code: "resource.not_found", message: 'unknown agent "nobody"' } });
+    const extra = await call(app, "POST", "/api/admin/setup-sessions", { agent_id: "setup-admin-errors", message: "x", as: "y" }, ADMIN);
+    expect(extra.status).toBe(400);
+    expect(extra.body.error.code).toBe("invalid.request");
+    const list = await call(app, "GET", "/api/admin/runs?agent_id=setup-admin-errors", undefined, ADMIN);
+    expect(list.body.runs).toEqual([]);
+  });
+});
+
 describe("ISSUE20-§6 save_service_commands waits for a human approval", () => {
   it("ISSUE20-§6 an allowed caller's setup run: save_service_commands → awaiting_approval, nothing in D1; approved → written", async () => {
     const agentId = "setup-approve";

@@ -23,6 +23,7 @@ import { adminAuditRoutes } from "./admin-audit";
 import { adminConfigRoutes } from "./admin-config";
 import { adminJobRoutes } from "./admin-jobs";
 import { adminSessionRoutes } from "./admin-sessions";
+import { adminSetupRoutes } from "./admin-setup";
 import { chatRoutes } from "./chat";
 import { dashboardRoutes } from "./dashboard";
 import { GatewayError } from "./errors";
@@ -175,6 +176,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminConfigRoutes());
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
+  app.route("/", adminSetupRoutes());
   app.route("/", toolCallbackRoutes());
   app.route("/", webhookRoutes());
   app.route("/", dashboardRoutes());

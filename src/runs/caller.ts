@@ -6,6 +6,7 @@
  *   id>`, Slack `slack:<team>:<user>`, Standard Webhooks `standard:<room>:<user_id>`), so one chatty group member
  *   cannot use up the limits of the rest of the group, nor of the API callers.
  * - Job runs: `job:<job id>` — each scheduled job is its own caller.
+ * - Setup sessions an admin starts (POST /api/admin/setup-sessions): `admin`.
  * - Anything else (admin-scope chat, sandbox callbacks, runs queued before this existed): `agent:<agent id>`.
  * The prefixes keep the kinds apart: API caller ids cannot contain `:`.
  */

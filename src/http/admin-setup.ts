@@ -1,0 +1,78 @@
+/**
+ * `POST /api/admin/setup-sessions` (issue 20 §6): an admin starts an S5 setup session for an agent.
+ *
+ * A setup session's tools save what the agent's services will run, so only the admin scope (here) or an API
+ * caller listed in `setup.allowedCallers` (`POST /v1/runs` with `session_type: "setup"`) may start one. The
+ * session is isolated (scope `run`), keyed on a channel of its own (`admin`) so it never shares a key with an
+ * API caller's runs, and owned by no API caller: the admin follows it with `GET /api/admin/runs/{run_id}`.
+ * Its writes that change what will be executed still wait for an approval like any other run's.
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { buildRunSpec } from "../runs/spec";
+import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
+import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
+import { requireScope } from "./auth";
+import { GatewayError } from "./errors";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+
+/** The caller key an admin's setup runs count against for per-caller limits (src/runs/caller.ts). */
+export const ADMIN_CALLER_KEY = "admin";
+
+export const SetupSessionRequest = z
+  .strictObject({
+    agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
+    message: z.string().min(1).max(100_000),
+  })
+  .openapi("SetupSessionRequest");
+
+const SetupSessionQueued = z.object({ id: z.string(), status: z.literal("queued"), session_key: z.string() }).openapi("SetupSessionQueued");
+
+const json = (schema: z.ZodType) => ({ "application/json": { schema } });
+
+const startSetup = createRoute({
+  method: "post",
+  path: "/api/admin/setup-sessions",
+  summary: "Start an S5 setup session for an agent (admin); follow the run at /api/admin/runs/{run_id}",
+  middleware: [requireScope("admin"), requireJsonBody] as const,
+  request: { body: { required: true, content: { "application/json": { schema: SetupSessionRequest } } } },
+  responses: {
+    202: { description: "Setup session created, its run queued", content: json(SetupSessionQueued) },
+    400: { description: "Invalid request", content: json(ErrorEnvelope) },
+    401: { description: "Missing or invalid token", content: json(ErrorEnvelope) },
+    403: { description: "Not an admin token", content: json(ErrorEnvelope) },
+    404: { description: "Unknown agent", content: json(ErrorEnvelope) },
+    429: { description: "Too many approvals pending for the agent", content: json(ErrorEnvelope) },
+  },
+});
+
+/** The admin's setup-session route. */
+export function adminSetupRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+  app.openapi(startSetup, async (c) => {
+    const body = c.req.valid("json");
+    const config = c.get("config");
+    const agent = Object.hasOwn(config.agents, body.agent_id) ? config.agents[body.agent_id] : undefined;
+    if (!agent) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
+    const approvals = config.tools.policy.approvals;
+    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, approvals.maxPendingPerAgent, {
+      key: ADMIN_CALLER_KEY,
+      maxPending: approvals.maxPendingPerCaller,
+    });
+    const nonce = crypto.randomUUID().replaceAll("-", "");
+    const key = parseSessionKey(`agent:${body.agent_id}:admin:operator:run:${nonce}`);
+    if (!key.ok) throw new GatewayError("invalid.request", key.error);
+    const sessionKey = formatSessionKey(key.key);
+    const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
+    const queued = await session.enqueueMessage(
+      { sessionKey, agentId: body.agent_id, sessionType: "setup" },
+      {
+        message: body.message,
+        source: "admin",
+        limits: agent.session,
+        spec: { ...buildRunSpec(config, body.agent_id, "http", c.get("configSource")), caller: ADMIN_CALLER_KEY },
+      },
+    );
+    return c.json({ id: queued.runId, status: "queued" as const, session_key: sessionKey }, 202);
+  });
+  return app;
+}
