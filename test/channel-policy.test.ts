@@ -4,9 +4,12 @@
  * honeypot exception (S1 §3.3 Phase 2) or a policy without side-effect approvals would let it go. Final-only:
  * a streamed model answer reaches a chat channel once, whole.
  */
+
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { channelSenders } from "../src/channels/outbound";
-import { runConfig, scriptProvider, uniqueHost } from "./support/config";
+import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
+import type { PlatformPost } from "./support/outbound";
 import { ADMIN, appFor, call, runDetail, startRun, until } from "./support/runs";
 
 const delivered: { channel: string; to: string; text: string }[] = [];
@@ -73,5 +76,48 @@ describe("ISSUE21-12 channel policy flags are obeyed (S1 §2.4)", () => {
     const requested = (await runDetail(app, id)).events.find((e: any) => e.event_type === "approval.requested");
     expect(requested.payload.reason).toBe(REASON);
     expect(delivered.filter((d) => d.to === to)).toEqual([]);
+  });
+});
+
+describe("ISSUE21-12 final-only: every channel gets the final answer only (S1 §2.4, §5.5)", () => {
+  it("ISSUE21-12 a streamed model answer reaches Telegram as one sendMessage with the whole text, after the run ended", async () => {
+    const provider = uniqueHost("script");
+    const answer = "The answer is forty-two, and here is why it holds.";
+    await scriptProvider(provider, [{ content: answer }]);
+    const tg = `ok-${crypto.randomUUID().slice(0, 8)}.telegram.test`;
+    const app = appFor(
+      runConfig(provider, {
+        model: { supportsStreaming: true },
+        agent: { tools: { allow: [] } },
+        channels: { telegram: { enabled: true, apiBaseUrl: `https://${tg}` } },
+      }),
+    );
+    const fromId = 9_000_000 + Math.floor(Math.random() * 1e6);
+    const update = {
+      update_id: Math.floor(Math.random() * 1e9),
+      message: {
+        message_id: 5,
+        date: 1_700_000_000,
+        chat: { id: fromId, type: "private" },
+        from: { id: fromId, is_bot: false },
+        text: "why?",
+      },
+    };
+    const res = await app.request(
+      "https://gateway.test/webhooks/telegram/main",
+      {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": env.TELEGRAM_WEBHOOK_SECRET as string },
+        body: JSON.stringify(update),
+      },
+      env,
+    );
+    expect(res.status).toBe(200);
+    const posts = async () => (await (await fetch(`https://mock.control/platform?host=${tg}`)).json()) as PlatformPost[];
+    await until(async () => (await posts()).length === 1);
+    await new Promise((r) => setTimeout(r, 300));
+    // The provider streamed it (in 3-character deltas); the channel got it once, whole.
+    expect((await bodiesSentTo(provider)).map((b) => b.stream)).toEqual([true]);
+    expect((await posts()).map((p) => [p.method, p.body.text])).toEqual([["sendMessage", answer]]);
   });
 });
