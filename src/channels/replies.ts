@@ -79,6 +79,8 @@ interface Row extends Record<string, SqlStorageValue> {
   attempts: number;
   run_status: string;
   run_output: string | null;
+  /** 1 when the run ended in a failure-loop escalation (`run.completed` with `needs_guidance`). */
+  escalated: number;
 }
 
 export interface ReplyHost {
@@ -105,7 +107,9 @@ export async function deliverReplies(host: ReplyHost, now = Date.now()): Promise
     else settle(host, left.run_id, "unknown", "interrupted while sending; not sent again (it may have been posted)");
   }
   const due = sql.all<Row>`
-    SELECT o.run_id, o.target, o.status, o.parts_sent, o.message_ids, o.attempts, r.status AS run_status, r.output AS run_output
+    SELECT o.run_id, o.target, o.status, o.parts_sent, o.message_ids, o.attempts, r.status AS run_status, r.output AS run_output,
+           EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = o.run_id AND e.event_type = 'run.completed'
+                   AND json_extract(e.payload, '$.needs_guidance') = 1) AS escalated
     FROM reply_outbox o JOIN runs r ON r.id = o.run_id
     WHERE o.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled') AND o.next_attempt_at <= ${now}
     ORDER BY o.next_attempt_at LIMIT 20`;
@@ -128,8 +132,17 @@ export function guardedReplyText(output: string, secrets: readonly string[]): st
   return checkOutput(output).blocked ? disclosureRefusalMessage() : redactText(output, secrets);
 }
 
+/**
+ * What an external channel gets for a failure-loop escalation (S1 §3.4: one code and an actionable sentence,
+ * no partial tool traces). The full escalation — tools, errors, output snippets — stays in the run view and
+ * the run's events; the session's transcript keeps it too, so the next message continues from it.
+ */
+export const ESCALATION_REPLY =
+  "[internal.error] I stopped after repeated tool errors. Please reply with different inputs or another approach, or ask an operator to check the run.";
+
 /** The text a finished run answers with: the output of a completed run; failed and cancelled runs say so briefly. */
 function replyText(row: Row, secrets: readonly string[]): string {
+  if (row.run_status === "completed" && row.escalated) return ESCALATION_REPLY;
   if (row.run_status === "completed") return guardedReplyText(row.run_output ?? "", secrets);
   if (row.run_status === "failed") return "Sorry, I could not answer that just now. Please try again later.";
   return "";

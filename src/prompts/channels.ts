@@ -6,14 +6,16 @@
 
 export type ChannelPolicyId = "cli_local" | "external_email" | "external_message" | "api_client";
 
-/** What each policy allows, from config-free code (S1 §2.4). */
-export const CHANNEL_POLICIES: Readonly<
-  Record<ChannelPolicyId, { streaming: boolean; finalOnly: boolean; sendRequiresApproval: boolean }>
-> = {
-  cli_local: { streaming: true, finalOnly: false, sendRequiresApproval: false },
-  external_email: { streaming: false, finalOnly: true, sendRequiresApproval: true },
-  external_message: { streaming: false, finalOnly: true, sendRequiresApproval: false },
-  api_client: { streaming: false, finalOnly: true, sendRequiresApproval: false },
+/**
+ * What each policy makes the runtime do (S1 §2.4). Only `sendRequiresApproval` is a switch: `decide` and the
+ * gate read it for `message.send`. Streaming and final-only are not flags: no channel ever receives partial
+ * content (see docs/decisions.md, "Channel policy: every channel is final-only").
+ */
+export const CHANNEL_POLICIES: Readonly<Record<ChannelPolicyId, { sendRequiresApproval: boolean }>> = {
+  cli_local: { sendRequiresApproval: false },
+  external_email: { sendRequiresApproval: true },
+  external_message: { sendRequiresApproval: false },
+  api_client: { sendRequiresApproval: false },
 };
 
 const KNOWN: Readonly<Record<string, ChannelPolicyId>> = {
@@ -48,4 +50,15 @@ export interface ChannelClassification {
 export function classifyChannel(channel: string): ChannelClassification {
   const policy = Object.hasOwn(KNOWN, channel.toLowerCase()) ? KNOWN[channel.toLowerCase()] : undefined;
   return policy ? { policy, known: true } : { policy: "external_message", known: false };
+}
+
+/**
+ * The first of `channels` (the run's channel, the send's target channel) whose policy requires approval for
+ * every send (S1 §2.4 `external_email`), or null. Such a send needs a human even where the honeypot exception
+ * or the risk-class policy would let it go.
+ */
+export function sendApprovalChannel(channels: readonly unknown[]): string | null {
+  for (const channel of channels)
+    if (typeof channel === "string" && CHANNEL_POLICIES[classifyChannel(channel).policy].sendRequiresApproval) return channel;
+  return null;
 }

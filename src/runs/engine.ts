@@ -29,6 +29,7 @@ import {
   type ToolPolicyId,
   toChatMessages,
 } from "../prompts/assemble";
+import { sendApprovalChannel } from "../prompts/channels";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
@@ -952,7 +953,10 @@ export class RunEngine {
     if (decision.outcome === "allowed") return { paused: false, decision, outcome: null };
 
     // S1 §3.3 Phase 2: a templated message.send that meets every honeypot rule goes without approval.
-    if (decision.tool === "message.send" && spec.honeypot && !decision.reason.includes("schema drift")) {
+    // S1 §2.4: an external_email send never qualifies (`decide` already asked for approval, naming the channel).
+    const emailLike =
+      decision.tool === "message.send" && sendApprovalChannel([decision.channel, (args as Record<string, unknown>).channel]);
+    if (decision.tool === "message.send" && spec.honeypot && !decision.reason.includes("schema drift") && !emailLike) {
       const sendArgs = honeypotArgs(args as Record<string, unknown>);
       if (sendArgs) {
         const check = await checkHoneypot({ args: sendArgs, config: spec.honeypot, db: env.DB, agentId: spec.agentId, now: new Date() });

@@ -7,6 +7,7 @@
  * channel, risk, policy id and outcome, which the run records and logs (the
  * gate outcome of S1 §4.1).
  */
+import { sendApprovalChannel } from "../prompts/channels";
 import type { RiskClass, ToolDefinition, ToolRegistry } from "./registry";
 
 export interface ToolPolicy {
@@ -95,7 +96,20 @@ export function decide(input: GateInput): GateDecision {
       code: null,
       reason: `${def.name}'s parameters changed since the policy was written (schema drift): a human must approve until the lock is updated`,
     };
+  const emailLike = def.name === "message.send" ? sendApprovalChannel([input.channel, sendTarget(input.args)]) : null;
+  if (emailLike !== null) return { ...at, outcome: "requires_approval", code: null, reason: sendApprovalReason(emailLike) };
   if (input.policy.approvalRequired.includes(def.risk))
     return { ...at, outcome: "requires_approval", code: null, reason: `${def.name} is ${def.risk}: it needs a human approval` };
   return { ...at, outcome: "allowed", code: null, reason: "allowlisted" };
+}
+
+/** The channel a `message.send` call targets, if its arguments name one. */
+function sendTarget(args: unknown): string | undefined {
+  const channel = args && typeof args === "object" ? (args as Record<string, unknown>).channel : undefined;
+  return typeof channel === "string" ? channel : undefined;
+}
+
+/** Why a send on an email-like channel waits for a human (S1 §2.4 `external_email`: require approval to send). */
+export function sendApprovalReason(channel: string): string {
+  return `message.send on channel "${channel.slice(0, 32)}" (external_email policy) needs a human approval for every send`;
 }
