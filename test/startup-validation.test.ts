@@ -152,7 +152,7 @@ describe("strict: 503 with one actionable line until the default model validates
     const refused: typeof fetch = async () => {
       throw new TypeError("Network connection lost.");
     };
-    const { host, app } = gateway("ok", "strict", { fetch: refused });
+    const { app } = gateway("ok", "strict", { fetch: refused });
     expect(await deep(app)).toEqual({
       status: 503,
       body: {
@@ -165,7 +165,7 @@ describe("strict: 503 with one actionable line until the default model validates
   });
 
   it("a provider slower than the timeout → reason timeout", async () => {
-    const { host, app } = gateway("slow", "strict", { timeoutMs: 200 });
+    const { app } = gateway("slow", "strict", { timeoutMs: 200 });
     expect(await deep(app)).toEqual({
       status: 503,
       body: {
