@@ -24,6 +24,7 @@ import { adminConfigRoutes } from "./admin-config";
 import { adminJobRoutes } from "./admin-jobs";
 import { adminSessionRoutes } from "./admin-sessions";
 import { adminSetupRoutes } from "./admin-setup";
+import { adminSystemPromptRoutes } from "./admin-system-prompt";
 import { chatRoutes } from "./chat";
 import { dashboardRoutes } from "./dashboard";
 import { GatewayError } from "./errors";
@@ -177,6 +178,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
   app.route("/", adminSetupRoutes());
+  app.route("/", adminSystemPromptRoutes());
   app.route("/", toolCallbackRoutes());
   app.route("/", webhookRoutes());
   app.route("/", dashboardRoutes());
