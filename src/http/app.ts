@@ -22,6 +22,7 @@ import { adminApprovalRoutes } from "./admin-approvals";
 import { adminAuditRoutes } from "./admin-audit";
 import { adminConfigRoutes } from "./admin-config";
 import { adminJobRoutes } from "./admin-jobs";
+import { adminSandboxBootstrapRoutes } from "./admin-sandbox-bootstrap";
 import { adminSessionRoutes } from "./admin-sessions";
 import { adminSetupRoutes } from "./admin-setup";
 import { adminSystemPromptRoutes } from "./admin-system-prompt";
@@ -177,6 +178,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminConfigRoutes());
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
+  app.route("/", adminSandboxBootstrapRoutes());
   app.route("/", adminSetupRoutes());
   app.route("/", adminSystemPromptRoutes());
   app.route("/", toolCallbackRoutes());

@@ -1233,6 +1233,12 @@ export class SessionDO extends DurableObject<Env> {
     return this.checkpoint(identity);
   }
 
+  /** The current generation and its S5 type (creating the session on first use), for the sandbox bootstrap. */
+  async sessionInfo(identity: SessionIdentity): Promise<{ sessionId: string; sessionType: SessionType }> {
+    const state = await this.#state(identity);
+    return { sessionId: state.sessionId, sessionType: this.#sessionType() };
+  }
+
   /** The inline L2 (S5 `session.system_prompt`) set for generation `sessionId`, if any. */
   #systemPrompt(sessionId: string): StoredSystemPrompt | undefined {
     const row = this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = ${`system_prompt:${sessionId}`}`;
