@@ -153,30 +153,42 @@ async function sessionStub(
   return { stub: env.SESSIONS.getByName(found.sessionKey), ...found };
 }
 
+/**
+ * Mints a sandbox token for `sessionId`, records its id in D1 (so it is revocable) and audits
+ * `sandbox_token.minted`; 503 without a usable SANDBOX_TOKEN_SECRET, 404 for an unknown session.
+ */
+export async function mintRecordedSandboxToken(
+  env: Env,
+  sessionId: string,
+  ttlSeconds: number,
+): Promise<{ token: string; token_id: string; session_id: string; expires_at: string }> {
+  const secret = env.SANDBOX_TOKEN_SECRET;
+  if (!sandboxSecretUsable(secret))
+    throw new GatewayError(
+      "sandbox.unavailable",
+      "sandbox tokens need the SANDBOX_TOKEN_SECRET secret (at least 32 characters), which is not set",
+    );
+  const { stub, sessionKey, agentId } = await sessionStub(env, sessionId);
+  const { token, claims } = await mintSandboxToken(secret, sessionId, Math.floor(Date.now() / 1000), ttlSeconds);
+  const expiresAt = new Date(claims.exp * 1000).toISOString();
+  await recordMintedToken(env.DB, { tokenId: claims.jti, sessionId, mintedAt: new Date(), expiresAtSeconds: claims.exp });
+  await stub.recordAuditEvent({ sessionKey, agentId }, "sandbox_token.minted", "admin", {
+    token_id: claims.jti,
+    session_id: sessionId,
+    expires_at: expiresAt,
+  });
+  return { token, token_id: claims.jti, session_id: sessionId, expires_at: expiresAt };
+}
+
 /** The routes. */
 export function toolCallbackRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
 
   app.openapi(mintRoute, async (c) => {
     const { session_id } = c.req.valid("param");
-    const secret = c.env.SANDBOX_TOKEN_SECRET;
-    if (!sandboxSecretUsable(secret))
-      throw new GatewayError(
-        "sandbox.unavailable",
-        "sandbox tokens need the SANDBOX_TOKEN_SECRET secret (at least 32 characters), which is not set",
-      );
-    const { stub, sessionKey, agentId } = await sessionStub(c.env, session_id);
     const body = (await c.req.json().catch(() => ({}))) as { ttl_seconds?: number };
     const ttl = body.ttl_seconds ?? c.get("config").tools.callbacks.sandboxTokenTtlSeconds;
-    const { token, claims } = await mintSandboxToken(secret, session_id, Math.floor(Date.now() / 1000), ttl);
-    const expiresAt = new Date(claims.exp * 1000).toISOString();
-    await recordMintedToken(c.env.DB, { tokenId: claims.jti, sessionId: session_id, mintedAt: new Date(), expiresAtSeconds: claims.exp });
-    await stub.recordAuditEvent({ sessionKey, agentId }, "sandbox_token.minted", "admin", {
-      token_id: claims.jti,
-      session_id,
-      expires_at: expiresAt,
-    });
-    return c.json({ token, token_id: claims.jti, session_id, expires_at: expiresAt }, 201);
+    return c.json(await mintRecordedSandboxToken(c.env, session_id, ttl), 201);
   });
 
   app.openapi(revokeRoute, async (c) => {

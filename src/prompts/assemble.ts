@@ -41,6 +41,9 @@ export const L6Context = z.strictObject({
   text: z.string().min(1),
 });
 
+/** The longest inline L2 (S5 `session.system_prompt`), in UTF-16 code units. */
+export const MAX_INLINE_ROLE_CHARS = 32_000;
+
 /** Assembly inputs (S2 §4.1). Strict: an unknown field is an error, never silently used or ignored. */
 export const AssemblyInput = z.strictObject({
   agentId: z.string().min(1),
@@ -57,7 +60,7 @@ export const AssemblyInput = z.strictObject({
   /** Failure-loop recovery mode: adds the error_recovery instruction at L5 (S3 §2). */
   recovery: z.boolean().default(false),
   /** S5 `session.system_prompt`: replaces L2 only. */
-  inlineRole: z.string().min(1).max(32_000).optional(),
+  inlineRole: z.string().min(1).max(MAX_INLINE_ROLE_CHARS).optional(),
   history: z.array(HistoryMessage).default([]),
   l6Context: z.array(L6Context).default([]),
   userMessage: z.string(),

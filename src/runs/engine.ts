@@ -154,6 +154,8 @@ export interface RunHost {
   sessionType?(): SessionType;
   /** What the session offers S5 tools for a call of `runId`. */
   toolHost?(runId: string): SessionToolHost;
+  /** The session's inline L2 (S5 `session.system_prompt`, set by an admin): replaces L2 only. */
+  inlineRole?(): string | undefined;
 }
 
 type Finish =
@@ -389,6 +391,7 @@ export class RunEngine {
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
     const toolCatalog =
       policy === "markers" ? offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
+    const inlineRole = this.#host.inlineRole?.();
     const base = {
       agentId: spec.agentId,
       channel: spec.channel,
@@ -396,6 +399,8 @@ export class RunEngine {
       recovery,
       userMessage,
       toolCatalog,
+      // The inline L2 also joins the output guard's hidden texts (the `inline` segment, below).
+      ...(inlineRole ? { inlineRole } : {}),
       // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
       ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
     };

@@ -20,6 +20,7 @@ import { begin, canonicalJson, complete, nextExpiry as nextIdempotencyExpiry, pu
 import { createLogger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
 import { classifyChannel } from "../prompts/channels";
+import { sha256Hex } from "../prompts/hash";
 import type { PromptManifest } from "../prompts/manifest";
 import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
 import { RunEngine, setupOnlyReason } from "../runs/engine";
@@ -82,6 +83,17 @@ export interface SessionIdentity {
   /** S5 session type, fixed when the session is created (`ordinary` unless said). */
   sessionType?: SessionType;
 }
+
+/** A session's inline L2 as stored (S5 `session.system_prompt`; DESIGN: replaces L2 only). */
+export interface StoredSystemPrompt {
+  text: string;
+  sha256: string;
+  bytes: number;
+  set_at: string;
+}
+
+/** The admin system-prompt calls' answer: the prompt (null: none), or `gone` for an archived generation. */
+export type SystemPromptAnswer = { ok: true; prompt: StoredSystemPrompt | null } | { ok: false; reason: "gone" };
 
 /** A gateway tool callback's answer (S5): the body, or an HTTP-level refusal. */
 export type ToolCallbackAnswer =
@@ -202,6 +214,7 @@ export class SessionDO extends DurableObject<Env> {
       },
       sessionType: () => this.#sessionType(),
       toolHost: (runId) => this.#toolHost(runId),
+      inlineRole: () => this.#systemPrompt(this.#currentSession().sessionId)?.text,
     });
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {
@@ -1218,6 +1231,48 @@ export class SessionDO extends DurableObject<Env> {
     this.#saveCheckpoint(revokeCapability(current.state, cap), []);
     await this.#auditAdmin("capability.revoked", { capability: cap, session_id: current.session_id });
     return this.checkpoint(identity);
+  }
+
+  /** The current generation and its S5 type (creating the session on first use), for the sandbox bootstrap. */
+  async sessionInfo(identity: SessionIdentity): Promise<{ sessionId: string; sessionType: SessionType }> {
+    const state = await this.#state(identity);
+    return { sessionId: state.sessionId, sessionType: this.#sessionType() };
+  }
+
+  /** The inline L2 (S5 `session.system_prompt`) set for generation `sessionId`, if any. */
+  #systemPrompt(sessionId: string): StoredSystemPrompt | undefined {
+    const row = this.#sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = ${`system_prompt:${sessionId}`}`;
+    return row ? (JSON.parse(row.value) as StoredSystemPrompt) : undefined;
+  }
+
+  /** Admin: the inline L2 of generation `sessionId` (null: none set); `gone` when it is not the current generation. */
+  async systemPrompt(identity: SessionIdentity, sessionId: string): Promise<SystemPromptAnswer> {
+    const state = await this.#state(identity);
+    if (state.sessionId !== sessionId) return { ok: false, reason: "gone" };
+    return { ok: true, prompt: this.#systemPrompt(sessionId) ?? null };
+  }
+
+  /**
+   * Admin: sets (`text`) or clears (null) the inline L2 of the current generation; the next model call uses it.
+   * Audited with its hash and size only — the text itself stays out of the audit stream.
+   */
+  async setSystemPrompt(identity: SessionIdentity, sessionId: string, text: string | null): Promise<SystemPromptAnswer> {
+    const state = await this.#state(identity);
+    if (state.sessionId !== sessionId) return { ok: false, reason: "gone" };
+    const key = `system_prompt:${sessionId}`;
+    const previous = this.#systemPrompt(sessionId);
+    let prompt: StoredSystemPrompt | null = null;
+    if (text === null) {
+      this.#sql.run`DELETE FROM session_meta WHERE key = ${key}`;
+      if (previous) await this.#auditAdmin("session.system_prompt_cleared", { session_id: sessionId, sha256: previous.sha256 });
+    } else {
+      const sha256 = await sha256Hex(text);
+      prompt = { text, sha256, bytes: new TextEncoder().encode(text).length, set_at: new Date().toISOString() };
+      this.#sql.run`INSERT INTO session_meta (key, value) VALUES (${key}, ${JSON.stringify(prompt)})
+                    ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+      await this.#auditAdmin("session.system_prompt_set", { session_id: sessionId, sha256, bytes: prompt.bytes });
+    }
+    return { ok: true, prompt };
   }
 
   /** Stores the hash-only prompt manifest of a turn (idempotent per turn id; a different one is refused). */
