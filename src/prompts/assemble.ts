@@ -237,7 +237,9 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
   for (const ctx of input.l6Context) {
     blocks.push(l6ContextBlock(ctx.kind, ctx.text));
     const ids = ctx.ids && ctx.ids.length > 0 ? `: ${ctx.ids.join(", ")}` : "";
-    notes.push(`L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)${ids}`);
+    notes.push(
+      `L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)${ids}`,
+    );
   }
   const user = [...blocks, input.userMessage].join("\n\n");
   const userEntry: ManifestEntry = {
