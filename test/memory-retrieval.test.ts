@@ -104,14 +104,21 @@ describe("ISSUE21-8 memory retrieval reaches the model", () => {
     expect(JSON.stringify(bodies)).not.toContain(secret);
   });
 
-  it("ISSUE21-8 no hits: no block and no retrieval trace", async () => {
-    const { host, app } = await scripted([`Ok.\n${notes({ add_decisions: ["use Postgres for the ledger"] })}`, "Hello."]);
+  it("ISSUE21-8 a turn whose message matches the memory gets the block; the next, with no hit, gets no block and no retrieval trace", async () => {
+    const decision = "use Postgres for the ledger";
+    const { host, app } = await scripted([`Ok.\n${notes({ add_decisions: [decision] })}`, "Postgres.", "Hello."]);
     const room = `mem-${crypto.randomUUID().slice(0, 8)}`;
     await turn(app, room, "Pick a database.");
-    const second = await turn(app, room, "Xylophones whistle quietly");
-    expect(await retrievals(app, second)).toEqual([]);
-    expect(await lastSent(host, 1)).toBe("Xylophones whistle quietly");
-    const detail = await runDetail(app, second);
+    const hit = await turn(app, room, "Which database holds the ledger?");
+    const miss = await turn(app, room, "Xylophones whistle quietly");
+    const id = await memoryId("decision", decision);
+    expect(await retrievals(app, hit)).toEqual([{ round: 1, ids: [id], scores: [0] }]);
+    expect(await lastSent(host, 1)).toBe(
+      `=== RETRIEVED_MEMORY ===\n- id=${id} score=0.000\n  ${decision}\n=== END_RETRIEVED_MEMORY ===\n\nWhich database holds the ledger?`,
+    );
+    expect(await retrievals(app, miss)).toEqual([]);
+    expect(await lastSent(host, 2)).toBe("Xylophones whistle quietly");
+    const detail = await runDetail(app, miss);
     expect(detail.manifests[0].manifest.notes.filter((n: string) => n.includes("retrieved_memory"))).toEqual([]);
   });
 
