@@ -5,10 +5,13 @@
  * exact RETRIEVED_MEMORY block with the item ids inside L6 (never above it), the manifest notes it, the
  * run's trace has a `retrieval` entry listing the ids; the block is redacted and bounded.
  */
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex } from "../src/prompts/hash";
-import { memoryId } from "../src/sessions/memory";
+import { latestSummary, memoryId, remember, retrieveForTurn } from "../src/sessions/memory";
+import { appendMessage } from "../src/sessions/transcript";
+import { createSql, type Sql } from "../src/storage/sql";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { type App, appFor, call, registerTestTools, runDetail, waitForRun } from "./support/runs";
 
@@ -177,5 +180,53 @@ describe("ISSUE21-8 memory retrieval reaches the model", () => {
     expect(await blockOf(1)).toBe(
       `=== RETRIEVED_MEMORY ===\n- id=${await memoryId("decision", decision)} score=${a[0]?.scores[0]?.toFixed(3)}\n  ${decision}\n=== END_RETRIEVED_MEMORY ===`,
     );
+  });
+
+  it("ISSUE21-8 figure: rows SQLite reads for one retrieval do not grow with the transcript", async () => {
+    /** Rows read by one retrieval as the SessionDO makes it: the generation's first seq, its summary, the memory. */
+    async function measure(transcriptRows: number, memoryItems: number) {
+      const stub = env.SESSIONS.getByName(`agent:main:http:figure-${transcriptRows}-${memoryItems}:dm:u`);
+      return runInDurableObject(stub, async (_i: unknown, state: DurableObjectState) => {
+        const sql = createSql(state.storage.sql);
+        const now = new Date();
+        for (let i = 0; i < transcriptRows; i++)
+          appendMessage(sql, { session_id: "s1", role: "user", content: `turn ${i} about the deploy` }, now);
+        for (let i = 0; i < memoryItems; i++)
+          await remember(
+            sql,
+            { kind: "decision", text: `deploy rule ${i}: ${i % 2 ? "billing" : "ledger"} first`, from_seq: null, to_seq: null },
+            now,
+          );
+        let rowsRead = 0;
+        const counting: Sql = {
+          ...sql,
+          all: (strings, ...values) => {
+            const cursor = state.storage.sql.exec(strings.join("?"), ...values);
+            const rows = cursor.toArray();
+            rowsRead += cursor.rowsRead;
+            return rows as never;
+          },
+          one: (strings, ...values) => counting.all(strings, ...values)[0] as never,
+        };
+        const first = counting.one<{ seq: number }>`SELECT MIN(seq) AS seq FROM transcript WHERE session_id = ${"s1"}`;
+        latestSummary(counting, first?.seq ?? 0);
+        const got = retrieveForTurn(counting, "how do we deploy the billing service?", { topK: 5, maxChars: 2000 }, []);
+        return { rowsRead, items: got?.ids.length ?? 0, chars: got?.text.length ?? 0 };
+      });
+    }
+    const figures: Record<string, { rowsRead: number; items: number; chars: number }> = {};
+    for (const [t, m] of [
+      [10, 20],
+      [5000, 20],
+      [10, 400],
+      [5000, 400],
+    ] as const)
+      figures[`transcript ${t} rows, memory ${m} items`] = await measure(t, m);
+    console.log(`ISSUE21-8 retrieval cost: ${JSON.stringify(figures)}`);
+    const at = (t: number, m: number) => figures[`transcript ${t} rows, memory ${m} items`];
+    expect(at(5000, 20)).toEqual(at(10, 20));
+    expect(at(5000, 400)).toEqual(at(10, 400));
+    expect(at(10, 400)?.items).toBe(5);
+    expect(at(10, 400)?.chars).toBeLessThanOrEqual(2000);
   });
 });
