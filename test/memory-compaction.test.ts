@@ -13,6 +13,7 @@ import { checkOutput } from "../src/prompts/output-guard";
 import { redactText } from "../src/security/redact";
 import { formatRetrievedItems, ftsQuery, memoryId } from "../src/sessions/memory";
 import { extractNotes } from "../src/sessions/notes";
+import { recallIn } from "./support/memory";
 
 const identityFor = (name: string) => ({ sessionKey: `agent:main:http:${name}:dm:u`, agentId: "main" });
 const stubFor = (name: string) => env.SESSIONS.getByName(identityFor(name).sessionKey);
@@ -45,7 +46,7 @@ describe("S4 §5 retrieval", () => {
     await stub.remember(id, { kind: "note", text: "The staging database ran out of connections during the deploy." });
     await stub.remember(id, { kind: "decision", text: "Lunch is at noon on Thursdays." });
     await stub.remember(id, { kind: "note", text: "Raise the database connection pool to 50 before the next deploy." });
-    const items = await stub.recall(id, "why did the deploy fail? database connections", 2);
+    const items = await recallIn(stub, "why did the deploy fail? database connections", 2);
     expect(items).toHaveLength(2);
     expect(items.every((i) => i.text.includes("database"))).toBe(true);
     expect(items[0]?.score).toBeGreaterThanOrEqual(items[1]?.score ?? 0);
@@ -69,7 +70,7 @@ describe("S4 §5 retrieval", () => {
   it("queries cannot inject FTS5 syntax", async () => {
     expect(ftsQuery('NEAR("a" OR *) AND')).toBe('"near" OR "or" OR "and"');
     expect(ftsQuery("* ( ) ")).toBeNull();
-    expect(await stubFor("mem-3").recall(identityFor("mem-3"), 'x" OR 1=1 --', 3)).toEqual([]);
+    expect(await recallIn(stubFor("mem-3"), 'x" OR 1=1 --', 3)).toEqual([]);
   });
 
   it("[mem:<id>] citations survive NOTES stripping, redaction and the output guard", () => {
@@ -88,7 +89,7 @@ describe("compaction in the SessionDO (S1 §5.3)", () => {
       'done <<<NOTES_JSON>>>{"actions":["condense_now"]}<<<END_NOTES_JSON>>>',
     );
     expect(result.compaction).toBe("now");
-    const items = await stub.recall(identityFor("cmp-1"), "question deploy pipeline", 10);
+    const items = await recallIn(stub, "question deploy pipeline", 10);
     const summary = items.find((i) => i.kind === "summary");
     expect(summary?.text.split("\n")[0]).toMatch(/^Summary of turns seq \d+-\d+:$/);
     const listed = await env.AUDIT.list({ prefix: "agents/main/sessions/agent:main:http:cmp-1:dm:u/" });
@@ -151,7 +152,7 @@ describe("NOTES feed memory; caps are per agent", () => {
       id,
       'ok <<<NOTES_JSON>>>{"add_decisions":["use Postgres for the billing ledger"],"set_episode_summary":"Discussed the billing migration."}<<<END_NOTES_JSON>>>',
     );
-    const found = await stub.recall(id, "billing ledger postgres", 5);
+    const found = await recallIn(stub, "billing ledger postgres", 5);
     expect(found.map((i) => i.kind).sort()).toEqual(["decision", "note"]);
     expect(found[0]?.text).toBe("use Postgres for the billing ledger");
   });

@@ -17,6 +17,7 @@ import { TOOL_CALLS_BEGIN, TOOL_CALLS_END } from "../src/runs/tool-markers";
 import { runArtifactPath } from "../src/runs/view";
 import { runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { baseSection, baseWithoutCanary, CANARY_DISGUISES, DISGUISES, PARAPHRASE_WITH_SHINGLES } from "./support/leaks";
+import { recallIn } from "./support/memory";
 import type { ScriptStep } from "./support/outbound";
 import { ADMIN, ALICE, type App, appFor, call, invocations, readResponse, registerTestTools, until } from "./support/runs";
 
@@ -259,7 +260,7 @@ async function everywhere(app: App, runId: string, raw: string): Promise<string>
   const stub = env.SESSIONS.getByName(indexed?.session_key ?? "");
   const identity = { sessionKey: indexed?.session_key ?? "", agentId: "main" };
   const checkpoint = await stub.checkpoint(identity);
-  const memory = await stub.recall(identity, "instructions data authority tools operators", 20);
+  const memory = await recallIn(stub, "instructions data authority tools operators", 20);
   return [
     readable(raw),
     readable(view.text),

@@ -115,6 +115,14 @@ export const AgentBudgetConfig = z.strictObject({
   tokensPerCallerPerDay: z.int().positive().max(1_000_000_000_000).optional(),
 });
 
+/** S4 §5 retrieval: what each model turn may take from the session's memory (inside L6). */
+export const AgentMemoryConfig = z.strictObject({
+  /** Memory items per model turn at most; 0 turns retrieval off. */
+  topK: z.int().min(0).max(20).default(5),
+  /** Characters of the RETRIEVED_MEMORY block's items at most (an item is at most ~450). */
+  maxChars: z.int().min(500).max(20_000).default(2000),
+});
+
 export const AgentConfig = z.strictObject({
   /** The agent's model; the gateway-wide `models.default` when absent. */
   model: ModelRefInput.optional(),
@@ -124,6 +132,7 @@ export const AgentConfig = z.strictObject({
   context: ContextCapsConfig.default({ perMessage: 1400, toolSummary: 220, toolError: 320, toolOutput: 1000, total: 12_000 }),
   tools: AgentToolsConfig.default({ allow: [] }),
   budget: AgentBudgetConfig.default({}),
+  memory: AgentMemoryConfig.default({ topK: 5, maxChars: 2000 }),
 });
 export type AgentConfig = z.infer<typeof AgentConfig>;
 

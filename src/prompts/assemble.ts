@@ -39,6 +39,8 @@ export type HistoryMessage = z.infer<typeof HistoryMessage>;
 export const L6Context = z.strictObject({
   kind: z.enum(["retrieved_memory", "compaction_summary"]),
   text: z.string().min(1),
+  /** The memory items the block holds (S4 §5 ids), named in the manifest's note. */
+  ids: z.array(z.string().min(1)).max(20).optional(),
 });
 
 /** The longest inline L2 (S5 `session.system_prompt`), in UTF-16 code units. */
@@ -237,7 +239,10 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
   const blocks: string[] = [];
   for (const ctx of input.l6Context) {
     blocks.push(l6ContextBlock(ctx.kind, ctx.text));
-    notes.push(`L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)`);
+    const ids = ctx.ids && ctx.ids.length > 0 ? `: ${ctx.ids.join(", ")}` : "";
+    notes.push(
+      `L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)${ids}`,
+    );
   }
   const user = [...blocks, input.userMessage].join("\n\n");
   const userEntry: ManifestEntry = {

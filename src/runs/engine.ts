@@ -134,6 +134,8 @@ export interface RunHost {
     | { ok: true; messages: { role: "user" | "assistant" | "tool"; content: string }[]; summaries: string[] }
     | { ok: false; estimatedTokens: number; inputBudget: number }
   >;
+  /** S4 §5: the session's memory for a user message (redacted, within `bounds` or the defaults), or null when nothing matches. */
+  retrieveMemory?(query: string, bounds?: { topK: number; maxChars: number }): { text: string; ids: string[]; scores: number[] } | null;
   /** Applies NOTES (S4 §2) of an assistant reply to the checkpoint; returns the visible text and traces. */
   applyNotes(reply: string): Promise<{ visible: string; traces: { kind: "notes_patch" | "actions"; data: object }[] }>;
   /** A redacted reply with the fragments of a secret split over this and earlier replies redacted too (issue 20 §5). */
@@ -392,7 +394,11 @@ export class RunEngine {
     const toolCatalog =
       policy === "markers" ? offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
     const inlineRole = this.#host.inlineRole?.();
+    // S4 §5: memory for the user's message goes inside L6 (counted in the fixed cost, so history yields to it).
+    const memory = this.#host.retrieveMemory?.(userMessage, spec.memory) ?? null;
+    const memoryContext = memory ? [{ kind: "retrieved_memory" as const, text: memory.text, ids: memory.ids }] : [];
     const base = {
+      l6Context: memoryContext,
       agentId: spec.agentId,
       channel: spec.channel,
       toolPolicy: policy,
@@ -410,10 +416,12 @@ export class RunEngine {
     const history = await this.#host.history({ beforeSeq: run.message_seq, spec, fixedTokens });
     if (!history.ok) return overBudget(new OverBudgetError(history.estimatedTokens, history.inputBudget));
     if (history.summaries.length > 0) appendTrace(sql, run.id, "retrieval", { summaries: history.summaries.length });
+    if (memory) appendTrace(sql, run.id, "retrieval", { round: run.rounds + 1, ids: memory.ids, scores: memory.scores });
     const prompt = await assemblePromptStack({
       ...base,
       history: history.messages.map(toHistoryMessage),
-      l6Context: history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })),
+      // The retrieved memory sits immediately before the user's message (DESIGN "Retrieved memory").
+      l6Context: [...history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })), ...memoryContext],
     });
     // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
     logPromptAssembly(this.#host.logger, run.id, prompt.manifest);

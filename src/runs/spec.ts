@@ -60,6 +60,8 @@ export interface RunSpec {
   idempotencyRetentionMs?: number;
   /** The configuration the run was accepted under (absent on older runs and in tests with a fixed config). */
   config?: ConfigRef;
+  /** S4 §5 retrieval bounds per model turn (`agents.<id>.memory`; absent on older runs: 5 items, 2000 chars). */
+  memory?: { topK: number; maxChars: number };
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
   debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
 }
@@ -91,6 +93,7 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     providerAttempts: config.runs.providerAttempts,
     providerTimeoutMs: config.runs.providerTimeoutMs,
     failureLoop: { ...config.runs.failureLoop, recentAttempts: 5 },
+    memory: { ...agent.memory },
     tokensPerDay: agent.budget.tokensPerDay ?? null,
     tokensPerCallerPerDay: agent.budget.tokensPerCallerPerDay ?? null,
     maxPendingPerCaller: config.tools.policy.approvals.maxPendingPerCaller,

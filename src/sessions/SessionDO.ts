@@ -59,7 +59,16 @@ import { generationArchiveKey, partArchiveKey, putCreateOnly, summaryArchiveKey 
 import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
 import { parseSessionKey } from "./keys";
 import { getManifest, listManifests, type RecordResult, recordManifest, type StoredManifest } from "./manifests";
-import { latestSummary, type MemoryItem, type MemoryKind, type RetrievedItem, recall, remember } from "./memory";
+import {
+  DEFAULT_RETRIEVAL,
+  latestSummary,
+  type MemoryItem,
+  type MemoryKind,
+  type RetrievalBounds,
+  type RetrievedMemory,
+  remember,
+  retrieveForTurn,
+} from "./memory";
 import { EMPTY_STATE, grantCapability, type NotesTrace, processAssistantNotes, revokeCapability, State } from "./notes";
 import { SESSION_MIGRATIONS } from "./schema";
 import { applySplitRewrites, archivedLookback, redactSplitSecrets } from "./split-secrets";
@@ -177,6 +186,7 @@ export class SessionDO extends DurableObject<Env> {
       logger: createLogger("info", gatewayLogSink(env.AUDIT)),
       session: () => this.#currentSession(),
       history: (o) => this.#runHistory(o),
+      retrieveMemory: (query, bounds) => this.#retrieveMemory(query, bounds ?? DEFAULT_RETRIEVAL),
       applyNotes: async (reply) => {
         const identity = this.#currentSession();
         const r = await this.applyAssistantNotes(identity, reply);
@@ -1084,10 +1094,13 @@ export class SessionDO extends DurableObject<Env> {
     return remember(this.#sql, { kind: item.kind, text: item.text, from_seq: null, to_seq: null }, new Date());
   }
 
-  /** The best memory items for a query (S4 §5), best first. */
-  async recall(identity: SessionIdentity, query: string, k = 5): Promise<RetrievedItem[]> {
-    await this.#state(identity);
-    return recall(this.#sql, query, k);
+  /**
+   * A run's retrieval (S4 §5): the best memory items for its user message, redacted with every secret in force;
+   * the compaction summary the history puts in L6 is left out (the model would read it twice).
+   */
+  #retrieveMemory(query: string, bounds: RetrievalBounds): RetrievedMemory | null {
+    const summary = this.#latestSummary(this.#currentSession().sessionId);
+    return retrieveForTurn(this.#sql, query, bounds, secretValuesFromEnv(this.env), summary ? [summary.id] : []);
   }
 
   /** The newest stored compaction summary of the current generation. */

@@ -12,6 +12,7 @@
  * (The assembler adds the two marker lines around `formatRetrievedItems`.)
  */
 import { sha256Hex } from "../prompts/hash";
+import { placeholdersForModel, redactText } from "../security/redact";
 import type { Sql } from "../storage/sql";
 
 export type MemoryKind = "summary" | "decision" | "note";
@@ -94,4 +95,52 @@ export function formatRetrievedItems(items: readonly RetrievedItem[]): string {
       return `- id=${item.id} score=${item.score.toFixed(3)}\n  ${excerpt}`;
     })
     .join("\n");
+}
+
+/** Bounds of one retrieval for a model turn (agents.<id>.memory). */
+export interface RetrievalBounds {
+  /** Items at most; 0 turns retrieval off. */
+  topK: number;
+  /** Characters of the block's inner text at most (items past it are left out). */
+  maxChars: number;
+}
+
+/** Used when a run's spec predates the setting. */
+export const DEFAULT_RETRIEVAL: RetrievalBounds = { topK: 5, maxChars: 2000 };
+
+/** Characters of the user message used as the query: the query's cost does not grow with what the user sends. */
+const QUERY_CHARS = 2000;
+
+/** What a model turn gets from memory: the block's inner text, and the ids and scores of the items in it. */
+export interface RetrievedMemory {
+  text: string;
+  ids: string[];
+  scores: number[];
+}
+
+/**
+ * Retrieval for a model turn (S4 §5): the best items for the user's message, each redacted
+ * (secrets in force, placeholders worded for the model) before it is cut to an excerpt, within
+ * `bounds`; `exclude` names items already in L6 (the compaction summary). Null when nothing matches.
+ */
+export function retrieveForTurn(
+  sql: Sql,
+  query: string,
+  bounds: RetrievalBounds,
+  secrets: readonly string[],
+  exclude: readonly string[] = [],
+): RetrievedMemory | null {
+  if (bounds.topK <= 0) return null;
+  const hits = recall(sql, query.slice(0, QUERY_CHARS), bounds.topK + exclude.length).filter((i) => !exclude.includes(i.id));
+  const kept: RetrievedItem[] = [];
+  let text = "";
+  for (const hit of hits.slice(0, bounds.topK)) {
+    const item = { ...hit, text: placeholdersForModel(redactText(hit.text, secrets)) };
+    const next = formatRetrievedItems([...kept, item]);
+    if (next.length > bounds.maxChars) break;
+    kept.push(item);
+    text = next;
+  }
+  if (kept.length === 0) return null;
+  return { text, ids: kept.map((i) => i.id), scores: kept.map((i) => i.score) };
 }
