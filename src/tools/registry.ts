@@ -79,9 +79,13 @@ export interface ToolContext {
   session?: SessionToolHost | undefined;
 }
 
+/**
+ * What a handler returns. `rendered_sha256` (S1 §4.3) is the SHA-256 of the exact outbound text a tool rendered
+ * (a draft, a sent message); the engine records it in `tool.result` and the `tool.rendered` log line.
+ */
 export type ToolOutcome =
-  | { ok: true; output: unknown; summary?: string }
-  | { ok: false; error: Pick<ToolError, "code" | "message"> & { retryable?: boolean }; summary?: string };
+  | { ok: true; output: unknown; summary?: string; rendered_sha256?: string }
+  | { ok: false; error: Pick<ToolError, "code" | "message"> & { retryable?: boolean }; summary?: string; rendered_sha256?: string };
 
 export interface ToolDefinition {
   name: string;

@@ -6,6 +6,7 @@
  * an existing object is never overwritten; a taken id is retried with a new one.
  */
 import { z } from "zod";
+import { sha256Hex } from "../../prompts/hash";
 import { checkOutput } from "../../prompts/output-guard";
 import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import { AGENT_ID } from "../../sessions/keys";
@@ -48,6 +49,19 @@ export interface EmailDraft {
   cc: string[];
   subject: string;
   body: string;
+}
+
+/**
+ * The draft as the recipient would read it, the text S1 §4.3 hashes: `To:`, `Cc:` (when there is one) and
+ * `Subject:` header lines, a blank line, then the body, joined by "\n".
+ */
+export function renderDraftText(draft: Pick<EmailDraft, "to" | "cc" | "subject" | "body">): string {
+  const headers = [
+    `To: ${draft.to.join(", ")}`,
+    ...(draft.cc.length > 0 ? [`Cc: ${draft.cc.join(", ")}`] : []),
+    `Subject: ${draft.subject}`,
+  ];
+  return `${headers.join("\n")}\n\n${draft.body}`;
 }
 
 /** `drf_` and 24 random hex digits (96 bits). */
@@ -104,6 +118,7 @@ export function createEmailDraft(options: { newId?: () => string; now?: () => Da
         const recipients = draft.to.length + draft.cc.length;
         return {
           ok: true,
+          rendered_sha256: await sha256Hex(renderDraftText(draft)),
           output: { draft_id: draft.draft_id, key },
           summary: `stored draft ${draft.draft_id} for ${recipients} ${recipients === 1 ? "recipient" : "recipients"}; nothing was sent`,
         };
