@@ -72,7 +72,7 @@ describe("issue 21 §10: a manifest for every turn, hashes for admins only", () 
     const requested = detail.events.find((e: { event_type: string }) => e.event_type === "model.requested");
     expect(requested.payload.stack_sha256).toBe(stack); // the admin view keeps it
 
-    const [view, events] = await callerTexts(app, id);
+    const [view = "", events = ""] = await callerTexts(app, id);
     expect(events).toContain("event: model.requested");
     const callerRequested = events
       .split("\n")
@@ -88,7 +88,7 @@ describe("issue 21 §10: a manifest for every turn, hashes for admins only", () 
       recovery: false,
       stream: false,
     });
-    expect(leaked([view as string, events as string], manifestHashes(detail))).toEqual([]);
+    expect(leaked([view, events], manifestHashes(detail))).toEqual([]);
 
     // The bundle (audit) keeps it: filtered on the way out of the API routes, not in storage.
     await until(async () => (await env.AUDIT.head(`${run.artifact_path}/${BUNDLE_OBJECT}`)) !== null);

@@ -30,6 +30,7 @@ import {
   toChatMessages,
 } from "../prompts/assemble";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
+import { sha256Hex } from "../prompts/hash";
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
 import { guardArguments, isWithheld, WITHHELD_ERROR } from "../prompts/tool-args-guard";
@@ -1267,7 +1268,8 @@ export class RunEngine {
   ): Promise<ToolOutcome> {
     const { input, timeout_ms: timeoutMs, run_id: runId } = request;
     const session = this.#host.session();
-    return invokeTool(
+    let rendered: string | undefined;
+    const outcome = await invokeTool(
       def,
       input,
       {
@@ -1286,6 +1288,9 @@ export class RunEngine {
         session: this.#host.toolHost?.(runId),
         channelApis: spec.channelApis,
         secretOrigins: spec.secretOrigins,
+        rendered: (text) => {
+          rendered = text;
+        },
       },
       {
         outer: runSignal,
@@ -1297,6 +1302,8 @@ export class RunEngine {
           }),
       },
     );
+    // Kept in the stored outcome, so a replayed call reports the same hash.
+    return rendered === undefined ? outcome : { ...outcome, rendered_sha256: await sha256Hex(rendered) };
   }
 
   #closeRemaining(run: RunRow, reason: string): void {

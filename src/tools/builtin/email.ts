@@ -6,7 +6,6 @@
  * an existing object is never overwritten; a taken id is retried with a new one.
  */
 import { z } from "zod";
-import { sha256Hex } from "../../prompts/hash";
 import { checkOutput } from "../../prompts/output-guard";
 import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import { AGENT_ID } from "../../sessions/keys";
@@ -115,10 +114,10 @@ export function createEmailDraft(options: { newId?: () => string; now?: () => Da
         );
         if (stored === ABORTED) return timedOut("email.draft", ctx);
         if (!stored) continue;
+        ctx.rendered?.(renderDraftText(draft));
         const recipients = draft.to.length + draft.cc.length;
         return {
           ok: true,
-          rendered_sha256: await sha256Hex(renderDraftText(draft)),
           output: { draft_id: draft.draft_id, key },
           summary: `stored draft ${draft.draft_id} for ${recipients} ${recipients === 1 ? "recipient" : "recipients"}; nothing was sent`,
         };

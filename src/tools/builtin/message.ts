@@ -17,7 +17,6 @@
  */
 import { z } from "zod";
 import { CHANNEL_NAME, channelSenders } from "../../channels/outbound";
-import { sha256Hex } from "../../prompts/hash";
 import { checkOutput } from "../../prompts/output-guard";
 import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import "../../channels/senders";
@@ -115,8 +114,8 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       }
       // Issue 20 §2: a message that carries hidden-layer text is never sent (defence in depth behind the engine).
       if (checkOutput(text).blocked) return { ok: false, error: { ...WITHHELD_ERROR } };
-      // S1 §4.3: the exact text handed to the adapter, hashed; recorded whether or not delivery is confirmed.
-      const rendered_sha256 = await sha256Hex(text);
+      // S1 §4.3: the exact text handed to the adapter is hashed by the run, whether or not delivery is confirmed.
+      ctx.rendered?.(text);
 
       let sent: { messageId: string } | typeof ABORTED;
       try {
@@ -136,7 +135,6 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       } catch {
         return {
           ok: false,
-          rendered_sha256,
           error: {
             code: "internal.error",
             message: `the "${input.channel}" adapter could not send the message; it may not have been delivered, so check before sending again`,
@@ -146,7 +144,6 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       if (sent === ABORTED)
         return {
           ok: false,
-          rendered_sha256,
           error: {
             code: "timeout",
             message: `message.send did not finish within ${ctx.timeoutMs} ms or was cancelled; the message may have been delivered, so check before sending again`,
@@ -155,7 +152,6 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       if (typeof sent?.messageId !== "string" || sent.messageId === "")
         return {
           ok: false,
-          rendered_sha256,
           error: {
             code: "internal.error",
             message: `the "${input.channel}" adapter returned no message id; the message may have been delivered, so check before sending again`,
@@ -169,7 +165,6 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       }
       return {
         ok: true,
-        rendered_sha256,
         output: { channel: input.channel, to: input.to, message_id: sent.messageId },
         summary: `sent to ${input.recipient_type} ${input.to} via ${input.channel}`,
       };
