@@ -3,7 +3,7 @@
  * `agents/{agentId}/runs/{run_id}/bundle.jsonl` in the AUDIT bucket, one JSON record per line, each
  * `{"part": …, "data": …}`, in this order:
  *   run       the run as GET /v1/runs shows it (status, output, provider, model, tool results) — one line
- *   manifest  the hash-only prompt manifest of each model call
+ *   manifest  the hash-only prompt manifest of each turn (a refused one included)
  *   event     the S3 §2 lifecycle events, by seq
  *   trace     the S4 §6 trace events
  *   tool      each tool call's S3 §1 request and response envelopes (the tool artifacts)

@@ -13,6 +13,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { apiCallerKey } from "../runs/caller";
+import { eventForApiCaller } from "../runs/events";
 import { RUN_ID, runObjectId } from "../runs/ids";
 import { listRuns, type RunIndexRow } from "../runs/index-d1";
 import { buildRunSpec } from "../runs/spec";
@@ -357,7 +358,8 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
           const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
           if (!page) break;
           for (const e of page.events) {
-            await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(e) });
+            // Filtered on the way out, not in storage: admins, audit and bundles keep the prompt hashes.
+            await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(eventForApiCaller(e)) });
             after = e.seq;
           }
           if (page.events.length === 500) continue;

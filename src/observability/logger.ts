@@ -58,6 +58,8 @@ export interface LogEvents {
   };
   /** The policy decision for one tool call (S1 §4.1 gate outcome): channel, risk, policy id, outcome. */
   "tool.gate": { run_id: string; tool: string; channel: string; risk: string; policy_id: string; outcome: string };
+  /** Outbound text a tool rendered (a draft, a sent message), by its SHA-256 only (S1 §4.3). */
+  "tool.rendered": { run_id: string; tool: string; tool_call_id: string; ok: boolean; rendered_sha256: string };
   /** Message text, only with `logging.debugContent` on and a local provider (S1 §4.5): already redacted. */
   "debug.content": { run_id: string; round: number; role: "user" | "assistant"; text: string };
   /** A run ended. */

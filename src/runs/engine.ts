@@ -31,6 +31,7 @@ import {
 } from "../prompts/assemble";
 import { sendApprovalChannel } from "../prompts/channels";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
+import { sha256Hex } from "../prompts/hash";
 import type { PromptManifest } from "../prompts/manifest";
 import { checkOutput } from "../prompts/output-guard";
 import { guardArguments, isWithheld, WITHHELD_ERROR } from "../prompts/tool-args-guard";
@@ -358,6 +359,7 @@ export class RunEngine {
         const verdict = classifyDisclosureRequest(userMessage.content);
         if (verdict.refuse) {
           const reply = disclosureRefusalMessage();
+          await this.#recordRefusedTurn(run, spec, userMessage.content);
           this.#host.appendTranscript({ role: "assistant", content: reply, runId: run.id });
           return { status: "completed", output: reply, payload: { refused: REFUSE_SYSTEM_PROMPT } };
         }
@@ -382,15 +384,23 @@ export class RunEngine {
     return [...seen].sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
-  async #modelRound(run: RunRow, spec: RunSpec, userMessage: string, signal: AbortSignal): Promise<Finish | undefined> {
-    const { sql, storage, env } = this.#host;
+  /**
+   * Issue 21 §10: a turn the input guard refused still records the manifest of the prompt it would have sent
+   * (the round's stack without history), noted as refused, so every turn has one. No model call, no event.
+   */
+  async #recordRefusedTurn(run: RunRow, spec: RunSpec, userMessage: string): Promise<void> {
+    const { base } = this.#promptBase(spec, userMessage);
+    const prompt = await assemblePromptStack(base);
+    const manifest = { ...prompt.manifest, notes: [...prompt.manifest.notes, REFUSED_TURN_NOTE] };
+    logPromptAssembly(this.#host.logger, run.id, manifest);
+    this.#host.recordManifest(`${run.id}:${run.rounds + 1}:${run.executions}`, manifest);
+  }
+
+  /** What a round's prompt is assembled from before history, with the tools it offers and their protocol. */
+  #promptBase(spec: RunSpec, userMessage: string) {
     const offered = this.#offeredTools(spec);
     const policy: ToolPolicyId = offered.length === 0 ? "none" : spec.model.supportsTools ? "native" : "markers";
-    const loop = loadFailureLoop(sql);
-    const recovery = loop.mode === "recovery";
-
-    // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
+    const recovery = loadFailureLoop(this.#host.sql).mode === "recovery";
     const toolCatalog =
       policy === "markers" ? offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
     const inlineRole = this.#host.inlineRole?.();
@@ -410,6 +420,14 @@ export class RunEngine {
       // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
       ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
     };
+    return { offered, policy, recovery, base };
+  }
+
+  /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
+  async #modelRound(run: RunRow, spec: RunSpec, userMessage: string, signal: AbortSignal): Promise<Finish | undefined> {
+    const { sql, storage, env } = this.#host;
+    // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
+    const { offered, policy, recovery, base } = this.#promptBase(spec, userMessage);
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
     const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
@@ -851,6 +869,15 @@ export class RunEngine {
         duration_ms: duration,
         finished_at: finishedAt,
       });
+      // S1 §4.3: outbound text a tool rendered is logged by its hash only.
+      if (outcome.rendered_sha256)
+        this.#host.logger.log("info", "tool.rendered", {
+          run_id: run.id,
+          tool: call.tool,
+          tool_call_id: call.tool_call_id,
+          ok: outcome.ok,
+          rendered_sha256: outcome.rendered_sha256,
+        });
       let escalated: Finish | undefined;
       storage.transactionSync(() => {
         sql.run`UPDATE tool_executions SET status = 'done', ok = ${outcome.ok ? 1 : 0}, output = ${output},
@@ -880,6 +907,7 @@ export class RunEngine {
           duration_ms: duration,
           ...(decision ? { gate: decision } : {}),
           ...(replay ? { interrupted: true } : {}),
+          ...(outcome.rendered_sha256 ? { rendered_sha256: outcome.rendered_sha256 } : {}),
         });
         appendTrace(sql, run.id, "tool_done", { tool: call.tool, tool_call_id: call.tool_call_id, ok: outcome.ok, duration_ms: duration });
         const state = recordToolResult(
@@ -1257,7 +1285,8 @@ export class RunEngine {
   ): Promise<ToolOutcome> {
     const { input, timeout_ms: timeoutMs, run_id: runId } = request;
     const session = this.#host.session();
-    return invokeTool(
+    let rendered: string | undefined;
+    const outcome = await invokeTool(
       def,
       input,
       {
@@ -1276,6 +1305,9 @@ export class RunEngine {
         session: this.#host.toolHost?.(runId),
         channelApis: spec.channelApis,
         secretOrigins: spec.secretOrigins,
+        rendered: (text) => {
+          rendered = text;
+        },
       },
       {
         outer: runSignal,
@@ -1287,6 +1319,8 @@ export class RunEngine {
           }),
       },
     );
+    // Kept in the stored outcome, so a replayed call reports the same hash.
+    return rendered === undefined ? outcome : { ...outcome, rendered_sha256: await sha256Hex(rendered) };
   }
 
   #closeRemaining(run: RunRow, reason: string): void {
@@ -1317,6 +1351,9 @@ const DEFAULT_MAX_PENDING_PER_CALLER = 5;
 
 /** The pseudo-tool a malformed marker block is reported as. */
 const MARKER_BLOCK = "tool_calls.block";
+
+/** The manifest note of a turn the input disclosure guard refused (issue 21 §10): assembled, never sent. */
+export const REFUSED_TURN_NOTE = `refused before the model call: ${REFUSE_SYSTEM_PROMPT}; no request was sent`;
 
 /** A reply refused by the output guard: its NOTES block is not applied, only traced as withheld. */
 function withheldNotes(visible: string): { visible: string; traces: { kind: "notes_patch"; data: object }[] } {

@@ -90,3 +90,16 @@ export function validateRunLog(events: readonly RunEvent[]): string | null {
   }
   return null;
 }
+
+/**
+ * Payload fields that identify the hidden prompt layers (S2 §5, DESIGN: end users never see layer text or
+ * hashes). They stay in storage, the admin run view, audit and bundles; API callers get events without them.
+ */
+export const ADMIN_ONLY_PAYLOAD_FIELDS: readonly string[] = ["stack_sha256", "layers", "manifest"];
+
+/** An event as an API caller sees it: the same event without the admin-only payload fields. */
+export function eventForApiCaller<E extends { payload: Record<string, unknown> }>(event: E): E {
+  if (!ADMIN_ONLY_PAYLOAD_FIELDS.some((f) => Object.hasOwn(event.payload, f))) return event;
+  const payload = Object.fromEntries(Object.entries(event.payload).filter(([k]) => !ADMIN_ONLY_PAYLOAD_FIELDS.includes(k)));
+  return { ...event, payload };
+}

@@ -77,11 +77,17 @@ export interface ToolContext {
   secretOrigins?: Readonly<Record<string, string>> | undefined;
   /** The session's side of S5 tools; present whenever a SessionDO runs the call. */
   session?: SessionToolHost | undefined;
+  /** S1 §4.3: a tool hands over the exact outbound text it rendered (a draft, a message); the run records its hash. */
+  rendered?: ((text: string) => void) | undefined;
 }
 
+/**
+ * What a handler returns. `rendered_sha256` is set by the engine, never a handler: the SHA-256 of the text the
+ * tool handed to `ToolContext.rendered` (S1 §4.3), recorded in `tool.result` and the `tool.rendered` log line.
+ */
 export type ToolOutcome =
-  | { ok: true; output: unknown; summary?: string }
-  | { ok: false; error: Pick<ToolError, "code" | "message"> & { retryable?: boolean }; summary?: string };
+  | { ok: true; output: unknown; summary?: string; rendered_sha256?: string }
+  | { ok: false; error: Pick<ToolError, "code" | "message"> & { retryable?: boolean }; summary?: string; rendered_sha256?: string };
 
 export interface ToolDefinition {
   name: string;

@@ -50,6 +50,19 @@ export interface EmailDraft {
   body: string;
 }
 
+/**
+ * The draft as the recipient would read it, the text S1 §4.3 hashes: `To:`, `Cc:` (when there is one) and
+ * `Subject:` header lines, a blank line, then the body, joined by "\n".
+ */
+export function renderDraftText(draft: Pick<EmailDraft, "to" | "cc" | "subject" | "body">): string {
+  const headers = [
+    `To: ${draft.to.join(", ")}`,
+    ...(draft.cc.length > 0 ? [`Cc: ${draft.cc.join(", ")}`] : []),
+    `Subject: ${draft.subject}`,
+  ];
+  return `${headers.join("\n")}\n\n${draft.body}`;
+}
+
 /** `drf_` and 24 random hex digits (96 bits). */
 export function newDraftId(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(12));
@@ -101,6 +114,7 @@ export function createEmailDraft(options: { newId?: () => string; now?: () => Da
         );
         if (stored === ABORTED) return timedOut("email.draft", ctx);
         if (!stored) continue;
+        ctx.rendered?.(renderDraftText(draft));
         const recipients = draft.to.length + draft.cc.length;
         return {
           ok: true,

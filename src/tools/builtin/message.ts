@@ -114,6 +114,8 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       }
       // Issue 20 §2: a message that carries hidden-layer text is never sent (defence in depth behind the engine).
       if (checkOutput(text).blocked) return { ok: false, error: { ...WITHHELD_ERROR } };
+      // S1 §4.3: the exact text handed to the adapter is hashed by the run, whether or not delivery is confirmed.
+      ctx.rendered?.(text);
 
       let sent: { messageId: string } | typeof ABORTED;
       try {
