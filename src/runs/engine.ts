@@ -420,14 +420,14 @@ export class RunEngine {
       // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
       ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
     };
-    return { offered, policy, recovery, base };
+    return { offered, policy, recovery, base, memory, memoryContext };
   }
 
   /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
   async #modelRound(run: RunRow, spec: RunSpec, userMessage: string, signal: AbortSignal): Promise<Finish | undefined> {
     const { sql, storage, env } = this.#host;
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
-    const { offered, policy, recovery, base } = this.#promptBase(spec, userMessage);
+    const { offered, policy, recovery, base, memory, memoryContext } = this.#promptBase(spec, userMessage);
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
     const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
