@@ -24,6 +24,7 @@ import { adminConfigRoutes } from "./admin-config";
 import { adminJobRoutes } from "./admin-jobs";
 import { adminSessionRoutes } from "./admin-sessions";
 import { adminSetupRoutes } from "./admin-setup";
+import { adminSnapshotRoutes } from "./admin-snapshots";
 import { chatRoutes } from "./chat";
 import { dashboardRoutes } from "./dashboard";
 import { GatewayError } from "./errors";
@@ -176,6 +177,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminConfigRoutes());
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
+  app.route("/", adminSnapshotRoutes());
   app.route("/", adminSetupRoutes());
   app.route("/", toolCallbackRoutes());
   app.route("/", webhookRoutes());
