@@ -19,7 +19,6 @@ import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context
 import { begin, canonicalJson, complete, nextExpiry as nextIdempotencyExpiry, purgeExpired, requestHash } from "../idempotency/store";
 import { createLogger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
-import { classifyChannel } from "../prompts/channels";
 import type { PromptManifest } from "../prompts/manifest";
 import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
 import { RunEngine, setupOnlyReason } from "../runs/engine";
@@ -1215,32 +1214,6 @@ export class SessionDO extends DurableObject<Env> {
       summaries.push(prepared.summary.text);
     }
     return { ok: true, messages: prepared.messages, summaries, estimatedTokens: prepared.estimatedTokens };
-  }
-
-  /**
-   * Stores the assistant's reply to a run: NOTES applied to the checkpoint and
-   * stripped, secrets redacted. S1 §5.5: external sessions store final messages
-   * only; a partial chunk is stored only for a local (cli_local) session that
-   * explicitly allows it.
-   */
-  async recordAssistantReply(
-    identity: SessionIdentity,
-    reply: { runId: string; content: string; partial?: boolean; allowPartial?: boolean },
-  ): Promise<{ stored: true; seq: number; visible: string } | { stored: false; reason: "final_only" }> {
-    const state = await this.#state(identity);
-    if (reply.partial) {
-      const parsed = parseSessionKey(state.sessionKey);
-      const channel = parsed.ok && parsed.key.kind === "scoped" ? parsed.key.channel : "main";
-      if (classifyChannel(channel).policy !== "cli_local" || !reply.allowPartial) return { stored: false, reason: "final_only" };
-    }
-    const { visible } = reply.partial ? { visible: reply.content } : await this.applyAssistantNotes(identity, reply.content);
-    const content = this.#redactSplitReply(state.sessionId, redactText(visible, secretValuesFromEnv(this.env)));
-    const row = appendMessage(
-      this.#sql,
-      { session_id: state.sessionId, role: "assistant", content, run_id: reply.runId, redactions: content === visible ? [] : ["content"] },
-      new Date(),
-    );
-    return { stored: true, seq: row.seq, visible: content };
   }
 
   /**
