@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
-import { ADMIN, appFor, call, waitForRun } from "./support/runs";
+import { ADMIN, appFor, call, until, waitForRun } from "./support/runs";
 
 const notes = (patch: Record<string, unknown>) => `<<<NOTES_JSON>>>${JSON.stringify(patch)}<<<END_NOTES_JSON>>>`;
 const room = () => `room-${crypto.randomUUID().slice(0, 8)}`;
@@ -105,6 +105,18 @@ describe("ISSUE21-3 snapshots can be listed and restored", () => {
       [now.session_id, "current"],
       [first.session_id, "archived"],
     ]);
+    // Audited, with the snapshot and both generations.
+    await until(async () => (await stub.auditBacklog()) === 0);
+    const audit = await g.admin("GET", `/api/admin/audit?agent_id=main&date=${new Date().toISOString().slice(0, 10)}`);
+    const restoredEvent = audit.text
+      .split("\n")
+      .filter(Boolean)
+      .map((l: string) => JSON.parse(l))
+      .find((e: any) => e.event_type === "snapshot.restored" && e.payload.snapshot_id === snapshotId);
+    expect(restoredEvent).toMatchObject({
+      actor: "admin",
+      payload: { snapshot_id: snapshotId, session_id: now.session_id, previous_session_id: first.session_id },
+    });
     // The next run continues from the snapshot: the model sees the restored turns, not the pivot.
     await g.say(r, "continue");
     const last = (await bodiesSentTo(g.host)).at(-1);
