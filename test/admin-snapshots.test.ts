@@ -157,4 +157,31 @@ describe("ISSUE21-3 snapshots can be listed and restored", () => {
     expect((await g.admin("GET", `/api/admin/chat/sessions/${b.session_id}/snapshots/${snapshotId}`)).status).toBe(404);
     expect((await g.admin("GET", "/api/admin/chat/sessions/ses_00000000000000000000000000000000/snapshots")).status).toBe(404);
   });
+
+  it("ISSUE21-3 a restore while a run of the session is in progress is refused with 409, and nothing changes", async () => {
+    const g = await gateway();
+    const r = room();
+    const key = `agent:main:http:alice~${r}:dm:snap-user`;
+    await scriptProvider(g.host, [
+      { tool_calls: [{ id: "call_snap3", name: "save_snapshot", arguments: "{}" }] },
+      { content: "saved" },
+      { content: "slow answer", delay_ms: 1500 },
+    ]);
+    const a = await g.say(r, "snapshot please");
+    const snapshotId = (await g.admin("GET", `/api/admin/chat/sessions/${a.session_id}/snapshots`)).body.snapshots[0].snapshot_id;
+    const slow = await call(g.app, "POST", "/v1/chat/messages", {
+      user_id: "snap-user",
+      room_id: r,
+      agent_id: "main",
+      message: "take your time",
+    });
+    const refused = await g.admin("POST", `/api/admin/chat/sessions/${a.session_id}/snapshots/${snapshotId}/restore`);
+    expect(refused).toMatchObject({
+      status: 409,
+      body: { error: { code: "conflict", message: `a run of session ${key} is in progress; restore the snapshot when it has ended` } },
+    });
+    expect((await waitForRun(g.app, slow.body.id)).status).toBe("completed");
+    const generations = await g.admin("GET", `/api/admin/chat/generations?session_key=${encodeURIComponent(key)}`);
+    expect(generations.body.generations.map((x: any) => [x.session_id, x.status])).toEqual([[a.session_id, "current"]]);
+  });
 });
