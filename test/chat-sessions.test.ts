@@ -10,6 +10,8 @@ import { parseGatewayConfig } from "../src/config/parse";
 import { createApp } from "../src/http/app";
 import { createLogger } from "../src/observability/logger";
 import { exportJsonl, parseJsonl } from "../src/sessions/transcript";
+import { runConfig, scriptProvider, uniqueHost } from "./support/config";
+import { appFor, waitForRun } from "./support/runs";
 
 const ALICE = "test-api-token-alice-0123456789";
 const ADMIN = "test-admin-token-0123456789abcdef";
@@ -332,22 +334,21 @@ describe("admin session views", () => {
 });
 
 describe("assistant replies (S1 §5.5 streaming rule)", () => {
-  const identity = (channel: string, room: string) => ({ sessionKey: `agent:main:${channel}:${room}:dm:u`, agentId: "main" });
-
-  it("external sessions store final assistant messages only; partial chunks are refused", async () => {
-    const id = identity("telegram", room());
+  // Through the runtime path (a run answering a chat message): the engine stores the final reply only.
+  async function reply(content: string) {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content }]);
+    const via = appFor(runConfig(host));
+    const r = room();
+    const sent = await send({ user_id: "u", room_id: r, agent_id: "main", message: "hi" }, ALICE, via);
+    expect((await waitForRun(via, sent.body.id)).status).toBe("completed");
+    const id = { sessionKey: `agent:main:http:alice~${r}:dm:u`, agentId: "main" };
     const stub = env.SESSIONS.getByName(id.sessionKey);
-    const q = await stub.enqueueMessage(id, { message: "hi", source: "telegram", limits: { maxTurns: 100, maxBytes: 1_000_000 } });
-    expect(await stub.recordAssistantReply(id, { runId: q.runId, content: "Hel", partial: true, allowPartial: true })).toEqual({
-      stored: false,
-      reason: "final_only",
-    });
-    const final = await stub.recordAssistantReply(id, {
-      runId: q.runId,
-      content: 'Hello! <<<NOTES_JSON>>>{"add_decisions":["greet"]}<<<END_NOTES_JSON>>>',
-    });
-    expect(final).toMatchObject({ stored: true, visible: "Hello!" });
-    const rows = (await stub.messages(q.sessionId)) ?? [];
+    return { stub, id, rows: (await stub.messages(sent.body.session_id)) ?? [] };
+  }
+
+  it("external sessions store final assistant messages only, NOTES applied and stripped", async () => {
+    const { stub, id, rows } = await reply('Hello! <<<NOTES_JSON>>>{"add_decisions":["greet"]}<<<END_NOTES_JSON>>>');
     expect(rows.map((r) => [r.role, r.content])).toEqual([
       ["user", "hi"],
       ["assistant", "Hello!"],
@@ -355,25 +356,9 @@ describe("assistant replies (S1 §5.5 streaming rule)", () => {
     expect((await stub.checkpoint(id)).state.decisions).toEqual(["greet"]);
   });
 
-  it("a local session may store partial chunks only when explicitly allowed", async () => {
-    const id = identity("cli", room());
-    const stub = env.SESSIONS.getByName(id.sessionKey);
-    const q = await stub.enqueueMessage(id, { message: "hi", source: "cli", limits: { maxTurns: 100, maxBytes: 1_000_000 } });
-    expect(await stub.recordAssistantReply(id, { runId: q.runId, content: "Hel", partial: true })).toEqual({
-      stored: false,
-      reason: "final_only",
-    });
-    expect(await stub.recordAssistantReply(id, { runId: q.runId, content: "Hel", partial: true, allowPartial: true })).toMatchObject({
-      stored: true,
-    });
-  });
-
   it("assistant replies are redacted before they are stored", async () => {
-    const id = identity("http", room());
-    const stub = env.SESSIONS.getByName(id.sessionKey);
-    const q = await stub.enqueueMessage(id, { message: "show me", source: "http", limits: { maxTurns: 100, maxBytes: 1_000_000 } });
-    const r = await stub.recordAssistantReply(id, { runId: q.runId, content: "here: AKIAIOSFODNN7EXAMPLE" });
-    expect(r).toMatchObject({ stored: true, visible: "here: [REDACTED:aws_access_key_id]" });
+    const { rows } = await reply("here: AKIAIOSFODNN7EXAMPLE");
+    expect(rows.at(-1)).toMatchObject({ role: "assistant", content: "here: [REDACTED:aws_access_key_id]" });
   });
 });
 

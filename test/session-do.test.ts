@@ -160,13 +160,17 @@ describe("new-object schema fast path (issue 12)", () => {
 
 describe("live generation size (maxTurns/maxBytes checks read one row)", () => {
   it("the trigger-kept counters equal a full recount after inserts, redaction updates, archiving deletes, /new and /resume", async () => {
-    const { generationSize } = await import("../src/sessions/transcript");
+    const { appendMessage, generationSize } = await import("../src/sessions/transcript");
     const identity = { sessionKey: "agent:main:http:size-room:dm:size-user", agentId: "main" };
     const s = stub(identity.sessionKey);
     const limits = { maxTurns: 3, maxBytes: 1_000_000 };
     const first = await s.enqueueMessage(identity, { message: "my key is sk-abcdefghij", source: "http", limits });
     await s.enqueueMessage(identity, { message: "klmnopqrstuvwxyz123456 thanks", source: "http", limits }); // rewrites the previous row
-    await s.recordAssistantReply(identity, { runId: first.runId, content: "Noted — 中文 ✓" });
+    // An assistant row as the run engine stores one (its appendTranscript host call is appendMessage).
+    await runInDurableObject(s, (_i: SessionDO, state) => {
+      const row = { session_id: first.sessionId, role: "assistant" as const, content: "Noted — 中文 ✓", run_id: first.runId };
+      appendMessage(createSql(state.storage.sql), row, new Date());
+    });
     for (let i = 0; i < 4; i++) await s.enqueueMessage(identity, { message: `turn ${i}`, source: "http", limits }); // archives the oldest turns
     const fresh = await s.newSession(identity);
     if (!fresh.ok) throw new Error("newSession failed");

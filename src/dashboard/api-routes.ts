@@ -9,6 +9,7 @@ export const ADMIN_API = {
   run: { method: "GET", path: "/api/admin/runs/{run_id}" },
   sessions: { method: "GET", path: "/api/admin/chat/sessions" },
   messages: { method: "GET", path: "/api/admin/chat/sessions/{session_id}/messages" },
+  generations: { method: "GET", path: "/api/admin/chat/generations" },
   approvals: { method: "GET", path: "/api/admin/approvals" },
   approval: { method: "GET", path: "/api/admin/approvals/{approval_id}" },
   decide: { method: "POST", path: "/api/admin/approvals/{approval_id}" },

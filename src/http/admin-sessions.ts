@@ -1,12 +1,19 @@
 /**
  * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/pagination.ts):
- * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first, and
+ * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first,
+ * `GET /api/admin/chat/generations`: every generation (session_id) of those sessions, current and archived, and
  * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata), and
  * `GET /api/admin/chat/sessions/{session_id}/transcript`: the whole generation as JSONL (DESIGN §4 "exportable
  * as JSONL"; S1 §5.2 line shape, redactions included), archived parts and all.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { findSessionKey, listSessions, type SessionSummary as SessionRow } from "../sessions/index-d1";
+import {
+  findSessionKey,
+  type GenerationSummary as GenerationRow,
+  listGenerations,
+  listSessions,
+  type SessionSummary as SessionRow,
+} from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import { TranscriptRow } from "../sessions/transcript";
 import { requireScope } from "./auth";
@@ -28,6 +35,22 @@ const SessionSummary = z
   })
   .openapi("SessionSummary");
 
+const GenerationSummary = z
+  .object({
+    session_id: z.string(),
+    session_key: z.string(),
+    status: z
+      .enum(["current", "archived"])
+      .openapi({ description: "`current`: the generation the key's messages go to; `archived`: one `/resume` can bring back" }),
+    agent_id: z.string(),
+    channel: z.string(),
+    room_id: z.string(),
+    user_id: z.string(),
+    scope: z.string(),
+    started_at: z.string(),
+  })
+  .openapi("GenerationSummary");
+
 /** A transcript row as admins see it: everything but the generation id (in the envelope) and redaction paths. */
 const Message = TranscriptRow.omit({ session_id: true, redactions: true }).openapi("SessionMessage");
 type Message = z.infer<typeof Message>;
@@ -38,6 +61,20 @@ const invalid = { description: "Invalid query or cursor", content: json(ErrorEnv
 
 /** Sessions page newest first on (created_at, session_key), which never change for a session. */
 const sessionPages = keyset<SessionRow, [string, string]>("sessions", ["string", "string"], (s) => [s.created_at, s.session_key]);
+
+/** Generations page newest first on (started_at, session_id), which never change for a generation. */
+const generationPages = keyset<GenerationRow, [string, string]>("generations", ["string", "string"], (g) => [g.started_at, g.session_id]);
+
+/** The filters both session lists share. */
+const sessionFilters = {
+  agent_id: z.string().optional().openapi({ description: "Only this agent's sessions" }),
+  user_id: z.string().optional().openapi({ description: "Only sessions of this user (the peer of a dm session)" }),
+  room_id: z.string().optional().openapi({ description: "Only sessions in this room (the channel account)" }),
+  channel: z
+    .string()
+    .optional()
+    .openapi({ description: "Only sessions of this channel (http, telegram, slack, …; main: agents' main sessions)" }),
+};
 
 /** One generation's messages page in transcript order on seq; a cursor belongs to that generation. */
 const messagePages = (sessionId: string) => keyset<Message, [number]>(`messages:${sessionId}`, ["number"], (m) => [m.seq]);
@@ -51,21 +88,39 @@ const listRoute = createRoute({
     "Filters combine (AND).",
   middleware: [requireScope("admin")] as const,
   request: {
-    query: z.object({
-      agent_id: z.string().optional().openapi({ description: "Only this agent's sessions" }),
-      user_id: z.string().optional().openapi({ description: "Only sessions of this user (the peer of a dm session)" }),
-      room_id: z.string().optional().openapi({ description: "Only sessions in this room (the channel account)" }),
-      channel: z
-        .string()
-        .optional()
-        .openapi({ description: "Only sessions of this channel (http, telegram, slack, …; main: agents' main sessions)" }),
-      ...pageQuery(),
-    }),
+    query: z.object({ ...sessionFilters, ...pageQuery() }),
   },
   responses: {
     200: {
       description: "Sessions, newest first",
       content: json(z.object({ sessions: z.array(SessionSummary), next_cursor: NextCursor })),
+    },
+    400: invalid,
+    401: unauthorized,
+  },
+});
+
+const generationsRoute = createRoute({
+  method: "get",
+  path: "/api/admin/chat/generations",
+  summary: "List every generation (session_id) of chat sessions, current and archived, newest first",
+  description:
+    "One row per generation, not per session key: `/new` archives the current generation and starts another, `/resume` brings an archived one back. " +
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `started_at` then `session_id`, descending. " +
+    "Filters combine (AND).",
+  middleware: [requireScope("admin")] as const,
+  request: {
+    query: z.object({
+      ...sessionFilters,
+      session_key: z.string().optional().openapi({ description: "Only the generations of this session key" }),
+      status: z.enum(["current", "archived"]).optional().openapi({ description: "Only current or only archived generations" }),
+      ...pageQuery(),
+    }),
+  },
+  responses: {
+    200: {
+      description: "Generations, newest first",
+      content: json(z.object({ generations: z.array(GenerationSummary), next_cursor: NextCursor })),
     },
     400: invalid,
     401: unauthorized,
@@ -124,6 +179,21 @@ export function adminSessionRoutes(): OpenAPIHono<AppEnv> {
     });
     const { items, next_cursor } = sessionPages.page(rows, q.limit);
     return c.json({ sessions: items, next_cursor }, 200);
+  });
+  app.openapi(generationsRoute, async (c) => {
+    const q = c.req.valid("query");
+    const rows = await listGenerations(c.env.DB, {
+      agentId: q.agent_id,
+      userId: q.user_id,
+      roomId: q.room_id,
+      channel: q.channel,
+      sessionKey: q.session_key,
+      status: q.status,
+      after: generationPages.after(q.cursor),
+      limit: q.limit + 1,
+    });
+    const { items, next_cursor } = generationPages.page(rows, q.limit);
+    return c.json({ generations: items, next_cursor }, 200);
   });
   app.openapi(messagesRoute, async (c) => {
     const { session_id } = c.req.valid("param");

@@ -25,6 +25,7 @@ import { adminJobRoutes } from "./admin-jobs";
 import { adminSandboxBootstrapRoutes } from "./admin-sandbox-bootstrap";
 import { adminSessionRoutes } from "./admin-sessions";
 import { adminSetupRoutes } from "./admin-setup";
+import { adminSnapshotRoutes } from "./admin-snapshots";
 import { adminSystemPromptRoutes } from "./admin-system-prompt";
 import { chatRoutes } from "./chat";
 import { dashboardRoutes } from "./dashboard";
@@ -179,6 +180,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
   app.route("/", adminSandboxBootstrapRoutes());
+  app.route("/", adminSnapshotRoutes());
   app.route("/", adminSetupRoutes());
   app.route("/", adminSystemPromptRoutes());
   app.route("/", toolCallbackRoutes());

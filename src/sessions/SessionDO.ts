@@ -19,7 +19,6 @@ import { collectRecentRows, prepareHistory, summaryTokensInL6 } from "../context
 import { begin, canonicalJson, complete, nextExpiry as nextIdempotencyExpiry, purgeExpired, requestHash } from "../idempotency/store";
 import { createLogger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
-import { classifyChannel } from "../prompts/channels";
 import { sha256Hex } from "../prompts/hash";
 import type { PromptManifest } from "../prompts/manifest";
 import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
@@ -400,11 +399,9 @@ export class SessionDO extends DurableObject<Env> {
       sessionType: this.#sessionType(),
       runId,
       checkpoint: () => {
-        const row = this.#sql.one<{ state: string; revision: number; updated_ts: number }>`
-          SELECT state, revision, updated_ts FROM checkpoint WHERE id = 1`;
-        return row
-          ? { state: JSON.parse(row.state) as unknown, revision: row.revision, updated_ts: new Date(row.updated_ts * 1000).toISOString() }
-          : { state: EMPTY_STATE, revision: 0, updated_ts: null };
+        const c = this.#checkpointOf(session.sessionId);
+        const updated_ts = c.revision === 0 ? null : new Date(c.updated_ts * 1000).toISOString();
+        return { state: c.state, revision: c.revision, updated_ts, recent_messages: c.recent_messages, trace_tail: c.trace_tail };
       },
       recordCompletion: (c) => {
         const existing = this.#sql.one<AutomationCompletion & Record<string, SqlStorageValue>>`
@@ -848,6 +845,47 @@ export class SessionDO extends DurableObject<Env> {
     return outcome;
   }
 
+  /**
+   * Admin: restores a snapshot of this session's checkpoint (S4 §1.2, taken by `save_snapshot`). Like `/new`, the
+   * current generation is archived (and stays resumable); the new generation's transcript is the snapshot's recent
+   * messages, and the checkpoint's state and trace tail become the snapshot's, at the next revision (revisions
+   * only grow). Refused while a run of the session is queued, running or awaiting approval.
+   */
+  async restoreSnapshot(
+    identity: SessionIdentity,
+    snapshot: { snapshot_id: string; state: unknown; recent_messages: { role: string; content: string }[]; trace_tail: string[] },
+  ): Promise<{ ok: true; previousSessionId: string; checkpoint: Checkpoint } | { ok: false; reason: "archive_failed" | "busy" }> {
+    const state = await this.#state(identity);
+    const restored = State.parse(snapshot.state);
+    const busy = () =>
+      this.#sql.one<{ id: string }>`SELECT id FROM runs WHERE status IN ('queued', 'running', 'awaiting_approval') LIMIT 1` !== undefined;
+    if (busy()) return { ok: false, reason: "busy" };
+    let sessionId: string | null = null;
+    await this.ctx.blockConcurrencyWhile(async () => {
+      if (busy() || !(await this.#archiveCurrent(state))) return;
+      const id = newId("ses");
+      const now = new Date();
+      this.ctx.storage.transactionSync(() => {
+        this.#sql.run`INSERT INTO generations (session_id, started_at) VALUES (${id}, ${now.toISOString()})`;
+        this.#sql.run`UPDATE session_state SET session_id = ${id} WHERE id = 1`;
+        for (const m of snapshot.recent_messages) {
+          const role = m.role === "assistant" || m.role === "tool" ? m.role : "user";
+          appendMessage(this.#sql, { session_id: id, role, content: m.content }, now);
+        }
+        this.#writeCheckpoint(restored, snapshot.trace_tail);
+      });
+      sessionId = id;
+    });
+    if (sessionId === null) return { ok: false, reason: busy() ? "busy" : "archive_failed" };
+    await this.#index(state.sessionKey, state.agentId, sessionId);
+    await this.#auditAdmin("snapshot.restored", {
+      snapshot_id: snapshot.snapshot_id,
+      session_id: sessionId,
+      previous_session_id: state.sessionId,
+    });
+    return { ok: true, previousSessionId: state.sessionId, checkpoint: this.#checkpointOf(sessionId) };
+  }
+
   /** Archives the current generation (create-only), then removes its rows here. False when R2 failed. */
   async #archiveCurrent(state: { sessionKey: string; agentId: string; sessionId: string }): Promise<boolean> {
     const rows = listMessages(this.#sql, state.sessionId, 0, 1_000_000);
@@ -1042,12 +1080,16 @@ export class SessionDO extends DurableObject<Env> {
 
   /** S4 §1.2 checkpoint: the state, its revision, the bounded recent messages and the trace tail. */
   async checkpoint(identity: SessionIdentity): Promise<Checkpoint> {
-    const state = await this.#state(identity);
+    return this.#checkpointOf((await this.#state(identity)).sessionId);
+  }
+
+  /** The checkpoint with the recent messages of generation `sessionId`. */
+  #checkpointOf(sessionId: string): Checkpoint {
     const row = this.#sql.one<{ revision: number; updated_ts: number; state: string; trace_tail: string }>`
       SELECT revision, updated_ts, state, trace_tail FROM checkpoint WHERE id = 1`;
-    const recent = latestMessages(this.#sql, state.sessionId, RECENT_MESSAGES).map((m) => ({ role: m.role, content: m.content }));
+    const recent = latestMessages(this.#sql, sessionId, RECENT_MESSAGES).map((m) => ({ role: m.role, content: m.content }));
     return {
-      session_id: state.sessionId,
+      session_id: sessionId,
       revision: row?.revision ?? 0,
       updated_ts: row?.updated_ts ?? 0,
       state: row ? State.parse(JSON.parse(row.state)) : EMPTY_STATE,
@@ -1057,8 +1099,14 @@ export class SessionDO extends DurableObject<Env> {
   }
 
   #saveCheckpoint(state: State, traces: readonly NotesTrace[]): void {
-    const row = this.#sql.one<{ revision: number; trace_tail: string }>`SELECT revision, trace_tail FROM checkpoint WHERE id = 1`;
+    const row = this.#sql.one<{ trace_tail: string }>`SELECT trace_tail FROM checkpoint WHERE id = 1`;
     const tail = [...(row ? (JSON.parse(row.trace_tail) as string[]) : []), ...traces.map((t) => JSON.stringify(t))].slice(-TRACE_TAIL);
+    this.#writeCheckpoint(state, tail);
+  }
+
+  /** Writes the checkpoint at the next revision. */
+  #writeCheckpoint(state: State, tail: readonly string[]): void {
+    const row = this.#sql.one<{ revision: number }>`SELECT revision FROM checkpoint WHERE id = 1`;
     const revision = (row?.revision ?? 0) + 1;
     this.#sql
       .run`INSERT INTO checkpoint (id, revision, updated_ts, state, trace_tail) VALUES (1, ${revision}, ${Date.now() / 1000}, ${JSON.stringify(state)}, ${JSON.stringify(tail)})
@@ -1192,32 +1240,6 @@ export class SessionDO extends DurableObject<Env> {
       summaries.push(prepared.summary.text);
     }
     return { ok: true, messages: prepared.messages, summaries, estimatedTokens: prepared.estimatedTokens };
-  }
-
-  /**
-   * Stores the assistant's reply to a run: NOTES applied to the checkpoint and
-   * stripped, secrets redacted. S1 §5.5: external sessions store final messages
-   * only; a partial chunk is stored only for a local (cli_local) session that
-   * explicitly allows it.
-   */
-  async recordAssistantReply(
-    identity: SessionIdentity,
-    reply: { runId: string; content: string; partial?: boolean; allowPartial?: boolean },
-  ): Promise<{ stored: true; seq: number; visible: string } | { stored: false; reason: "final_only" }> {
-    const state = await this.#state(identity);
-    if (reply.partial) {
-      const parsed = parseSessionKey(state.sessionKey);
-      const channel = parsed.ok && parsed.key.kind === "scoped" ? parsed.key.channel : "main";
-      if (classifyChannel(channel).policy !== "cli_local" || !reply.allowPartial) return { stored: false, reason: "final_only" };
-    }
-    const { visible } = reply.partial ? { visible: reply.content } : await this.applyAssistantNotes(identity, reply.content);
-    const content = this.#redactSplitReply(state.sessionId, redactText(visible, secretValuesFromEnv(this.env)));
-    const row = appendMessage(
-      this.#sql,
-      { session_id: state.sessionId, role: "assistant", content, run_id: reply.runId, redactions: content === visible ? [] : ["content"] },
-      new Date(),
-    );
-    return { stored: true, seq: row.seq, visible: content };
   }
 
   /**

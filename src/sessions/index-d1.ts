@@ -94,3 +94,56 @@ export async function listSessions(db: D1Database, f: SessionFilters): Promise<S
     .all<SessionSummary>();
   return rows.results;
 }
+
+export interface GenerationFilters extends Omit<SessionFilters, "after"> {
+  sessionKey?: string | undefined;
+  status?: "current" | "archived" | undefined;
+  /** Keyset cursor: only generations after this (started_at, session_id) in list order. */
+  after?: readonly [startedAt: string, sessionId: string] | undefined;
+}
+
+/** One generation (session_id) of a session key, `current` when the key's index row points at it. */
+export interface GenerationSummary {
+  session_id: string;
+  session_key: string;
+  status: "current" | "archived";
+  agent_id: string;
+  channel: string;
+  room_id: string;
+  user_id: string;
+  scope: string;
+  started_at: string;
+}
+
+/**
+ * Every generation matching the filters, newest first: (started_at, session_id) descending, unique and never
+ * changing for a generation. A generation is `current` when its key's `sessions` row names it (`/new` and `/resume`
+ * move that pointer), else `archived` (what `/resume` can bring back).
+ */
+export async function listGenerations(db: D1Database, f: GenerationFilters): Promise<GenerationSummary[]> {
+  const rows = await db
+    .prepare(
+      `SELECT g.session_id, g.session_key, CASE WHEN s.session_id = g.session_id THEN 'current' ELSE 'archived' END AS status,
+              g.agent_id, s.channel, ${ROOM_ID.replaceAll("account_id", "s.account_id")} AS room_id, s.peer_id AS user_id, s.scope, g.started_at
+       FROM session_generations g JOIN sessions s ON s.session_key = g.session_key
+       WHERE (?1 IS NULL OR g.agent_id = ?1) AND (?2 IS NULL OR s.peer_id = ?2)
+         AND (?3 IS NULL OR ${ROOM_ID.replaceAll("account_id", "s.account_id")} = ?3) AND (?4 IS NULL OR s.channel = ?4)
+         AND (?5 IS NULL OR g.session_key = ?5)
+         AND (?6 IS NULL OR (CASE WHEN s.session_id = g.session_id THEN 'current' ELSE 'archived' END) = ?6)
+         AND (?7 IS NULL OR (g.started_at, g.session_id) < (?7, ?8))
+       ORDER BY g.started_at DESC, g.session_id DESC LIMIT ?9`,
+    )
+    .bind(
+      f.agentId ?? null,
+      f.userId ?? null,
+      f.roomId ?? null,
+      f.channel ?? null,
+      f.sessionKey ?? null,
+      f.status ?? null,
+      f.after?.[0] ?? null,
+      f.after?.[1] ?? null,
+      f.limit,
+    )
+    .all<GenerationSummary>();
+  return rows.results;
+}

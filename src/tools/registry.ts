@@ -38,8 +38,17 @@ export interface SessionToolHost {
   sessionType: SessionType;
   /** The run the call belongs to — for a sandbox callback the session's running (else latest) run — or null. */
   runId: string | null;
-  /** The session's S4 checkpoint as stored (state and revision). */
-  checkpoint(): { state: unknown; revision: number; updated_ts: string | null };
+  /**
+   * The session's S4 §1.2 checkpoint as stored: state, revision, and (from a SessionDO) the bounded recent messages
+   * of the current generation and the trace tail, so a snapshot of it can be restored whole.
+   */
+  checkpoint(): {
+    state: unknown;
+    revision: number;
+    updated_ts: string | null;
+    recent_messages?: { role: string; content: string }[];
+    trace_tail?: string[];
+  };
   /**
    * Records an automation completion, idempotent by `completion_id`: the same id with the same content is a
    * duplicate (the first record comes back); with other content a conflict; a run not in this session is refused.

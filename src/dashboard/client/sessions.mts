@@ -1,4 +1,4 @@
-/** Sessions: the chat session index, and one session's transcript with its tool metadata. */
+/** Sessions: the chat session index, and one session's transcript with its tool metadata and its key's generations. */
 import { ADMIN_API } from "../api-routes.ts";
 import { nextCursor } from "./api.mts";
 import { fill, h, time } from "./dom.mts";
@@ -23,6 +23,12 @@ interface Message {
   run_id: string | null;
   tool_name: string | null;
   tool_call_id: string | null;
+}
+
+interface Generation {
+  session_id: string;
+  status: "current" | "archived";
+  started_at: string;
 }
 
 export const sessionsView: ViewFactory = (ctx, arg) => {
@@ -94,6 +100,27 @@ export const sessionsView: ViewFactory = (ctx, arg) => {
     }
   }
 
+  /** Every generation of the session's key (current and archived, newest first), each linking to its transcript. */
+  async function generationList(sessionKey: string, sessionId: string): Promise<HTMLElement | null> {
+    try {
+      const res = await ctx.call<{ generations: Generation[] }>(ADMIN_API.generations, { query: { session_key: sessionKey, limit: 50 } });
+      const items = res.body.generations.map((g) =>
+        h(
+          "li",
+          { "data-session-id": g.session_id, "data-status": g.status },
+          g.session_id === sessionId
+            ? h("span", { class: "id" }, g.session_id)
+            : h("a", { class: "id", href: `#/sessions/${encodeURIComponent(g.session_id)}` }, g.session_id),
+          ` ${g.status} · started `,
+          time(g.started_at),
+        ),
+      );
+      return h("details", { id: "generations" }, h("summary", {}, `Generations (${items.length})`), h("ul", {}, ...items));
+    } catch {
+      return null; // the transcript is still worth showing without them
+    }
+  }
+
   async function showTranscript(sessionId: string | undefined): Promise<void> {
     shown = sessionId;
     for (const tr of body.querySelectorAll("tr")) tr.classList.toggle("selected", tr.getAttribute("data-session-id") === sessionId);
@@ -111,12 +138,15 @@ export const sessionsView: ViewFactory = (ctx, arg) => {
     );
     const first = await loadMessages(sessionId, undefined, list, more);
     if (!first) return;
+    const generations = await generationList(first.session_key, sessionId);
+    if (!ctx.alive() || shown !== sessionId) return;
     const close = h("button", { type: "button", "data-action": "close" }, "Close");
     close.addEventListener("click", () => ctx.navigate("#/sessions"));
     fill(
       detail,
       h("div", { class: "bar" }, h("h3", {}, `Session ${sessionId}`), close),
       h("p", { class: "muted" }, first.session_key),
+      generations,
       first.messages.length === 0 ? h("p", { class: "muted" }, "No messages.") : null,
       list,
       more,
