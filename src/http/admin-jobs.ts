@@ -59,6 +59,20 @@ const Firing = z
     session_key: z.string().nullable(),
     dispatched_at: z.string().nullable(),
     error: z.string().nullable(),
+    run_status: z.string().nullable().openapi({ description: "The run's final status once it has finished (else null)" }),
+    completion: z
+      .union([
+        z.object({
+          status: z.literal("recorded"),
+          completion_id: z.string(),
+          outcome: z.string(),
+          summary: z.string().nullable(),
+          recorded_at: z.string(),
+        }),
+        z.object({ status: z.literal("missing") }),
+      ])
+      .nullable()
+      .openapi({ description: "The run's automation.complete record, or missing when it ended without one (null while it runs)" }),
     notify: z.object({
       channel: z.string(),
       status: z.enum(["none", "pending", "delivered", "failed"]),

@@ -67,6 +67,7 @@ import {
   reserveApprovalSlot,
 } from "./approvals";
 import { runCallerKey } from "./caller";
+import { automationRunContext, completionOf, completionOutput, recordedCompletion } from "./completion";
 import type { EventType, RunEvent } from "./events";
 import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
 import { indexRun } from "./index-d1";
@@ -289,11 +290,13 @@ export class RunEngine {
     if (f.status === "completed") {
       sql.run`UPDATE runs SET status = 'completed', output = ${f.output}, finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
       const r = getRun(sql, run.id) as RunRow;
+      const completion = completionOf(sql, r);
       this.#event(run, "run.completed", {
         rounds: r.rounds,
         tool_calls: r.tool_calls,
         usage: { prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens },
         ...f.payload,
+        ...(completion ? { completion } : {}),
       });
     } else if (f.status === "failed") {
       sql.run`UPDATE runs SET status = 'failed', output = ${f.message}, error = ${JSON.stringify({ code: f.code, message: f.message })},
@@ -348,6 +351,10 @@ export class RunEngine {
         continue;
       }
 
+      // Issue 21 §1: a recorded automation.complete ends the run after its tool round, with no further model call.
+      const completion = recordedCompletion(sql, run.id);
+      if (completion) return { status: "completed", output: completionOutput(completion) };
+
       // Input disclosure guard (S1 §2.5): a refused request never reaches the model.
       if (run.rounds === 0) {
         const verdict = classifyDisclosureRequest(userMessage.content);
@@ -397,6 +404,8 @@ export class RunEngine {
       toolCatalog,
       // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
       ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
+      // Issue 21 §1: a job run is told its own id inside L6 (user-derived context), for automation.complete.
+      l6Context: run.source === "job" ? [{ kind: "automation_run" as const, text: automationRunContext(run.id) }] : [],
     };
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
@@ -407,7 +416,7 @@ export class RunEngine {
     const prompt = await assemblePromptStack({
       ...base,
       history: history.messages.map(toHistoryMessage),
-      l6Context: history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })),
+      l6Context: [...base.l6Context, ...history.summaries.map((text) => ({ kind: "compaction_summary" as const, text }))],
     });
     // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
     logPromptAssembly(this.#host.logger, run.id, prompt.manifest);
