@@ -143,7 +143,7 @@ describe("issue 21 §1: automation.complete finishes the run", () => {
     expect(done.payload.completion).toEqual(completion);
 
     // The firing row (admin API) and the webhook body.
-    await until(async () => (await firing(app, "nightly")).completion !== null);
+    await until(async () => (await firing(app, "nightly")).completion !== undefined);
     expect(await firing(app, "nightly")).toMatchObject({ run_id: runId, run_status: "completed", completion });
     await until(async () => (await hooksAt(hook)).length === 1);
     const body = JSON.parse((await hooksAt(hook))[0]?.body ?? "");
@@ -164,7 +164,7 @@ describe("issue 21 §1: automation.complete finishes the run", () => {
     expect(detail.run).toMatchObject({ status: "completed", output: "All done, I think.", completion: { status: "missing" } });
     const done = detail.events.find((e: { event_type: string }) => e.event_type === "run.completed");
     expect(done.payload.completion).toEqual({ status: "missing" });
-    await until(async () => (await firing(app, "forgetful")).completion !== null);
+    await until(async () => (await firing(app, "forgetful")).completion !== undefined);
     expect(await firing(app, "forgetful")).toMatchObject({ run_id: runId, run_status: "completed", completion: { status: "missing" } });
     // The webhook body carries no completion: the run recorded none.
     await until(async () => (await hooksAt(hook)).length === 1);

@@ -59,7 +59,7 @@ const Firing = z
     session_key: z.string().nullable(),
     dispatched_at: z.string().nullable(),
     error: z.string().nullable(),
-    run_status: z.string().nullable().openapi({ description: "The run's final status once it has finished (else null)" }),
+    run_status: z.string().optional().openapi({ description: "The run's final status; present once the run has ended" }),
     completion: z
       .union([
         z.object({
@@ -71,8 +71,10 @@ const Firing = z
         }),
         z.object({ status: z.literal("missing") }),
       ])
-      .nullable()
-      .openapi({ description: "The run's automation.complete record, or missing when it ended without one (null while it runs)" }),
+      .optional()
+      .openapi({
+        description: "The run's automation.complete record, or missing when it ended without one; present once the run has ended",
+      }),
     notify: z.object({
       channel: z.string(),
       status: z.enum(["none", "pending", "delivered", "failed"]),

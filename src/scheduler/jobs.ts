@@ -240,9 +240,9 @@ export interface FiringRecord {
   session_key: string | null;
   dispatched_at: string | null;
   error: string | null;
-  /** Issue 21 §1: the run's final status and automation completion, once the run has finished (else null). */
-  run_status: string | null;
-  completion: RunCompletion | null;
+  /** Issue 21 §1: the run's final status and automation completion, present once the run has ended. */
+  run_status?: string;
+  completion?: RunCompletion;
   notify: {
     channel: string;
     status: "none" | "pending" | "delivered" | "failed";
@@ -266,7 +266,8 @@ export async function listFirings(
     )
     .bind(jobId, f.before ?? null, f.limit)
     .all<
-      Omit<FiringRecord, "notify" | "completion"> & {
+      Omit<FiringRecord, "notify" | "run_status" | "completion"> & {
+        run_status: string | null;
         completion: string | null;
         notify_channel: string;
         notify_status: FiringRecord["notify"]["status"];
@@ -275,11 +276,14 @@ export async function listFirings(
         notified_at: string | null;
       }
     >();
-  return rows.results.map(({ notify_channel, notify_status, notify_attempts, notify_error, notified_at, completion, ...f }) => ({
-    ...f,
-    completion: completion === null ? null : (JSON.parse(completion) as RunCompletion),
-    notify: { channel: notify_channel, status: notify_status, attempts: notify_attempts, error: notify_error, notified_at },
-  }));
+  return rows.results.map(
+    ({ notify_channel, notify_status, notify_attempts, notify_error, notified_at, run_status, completion, ...f }) => ({
+      ...f,
+      ...(run_status === null ? {} : { run_status }),
+      ...(completion === null ? {} : { completion: JSON.parse(completion) as RunCompletion }),
+      notify: { channel: notify_channel, status: notify_status, attempts: notify_attempts, error: notify_error, notified_at },
+    }),
+  );
 }
 
 /** Parameters ?1 … ?14 of a job write: id, the S3 fields, the time of the write, and the slot state. */
