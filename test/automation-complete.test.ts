@@ -78,7 +78,7 @@ async function scriptAroundRunId(
   rest: (runId: string) => ScriptStep[],
   fired: Promise<{ runId: string }>,
 ) {
-  await scriptProvider(host, [{ ...first, delay_ms: 1_500 }]);
+  await scriptProvider(host, [{ ...first, delay_ms: 2_500 }]);
   const { runId } = await fired;
   await until(async () => (await bodiesSentTo(host)).length >= 1);
   await scriptProvider(host, rest(runId));
@@ -88,71 +88,116 @@ afterEach(async () => {
   await env.DB.batch([env.DB.prepare("DELETE FROM jobs"), env.DB.prepare("DELETE FROM job_firings")]);
 });
 
+/** A fired job whose model's rounds (after the first, which is held) are scripted knowing the run id; waits for the end. */
+async function jobRun(jobId: string, first: ScriptStep, rest: (runId: string) => ScriptStep[]) {
+  const { host, config, app } = setup();
+  const fired = fire(app, config, jobId);
+  await scriptAroundRunId(host, first, rest, fired);
+  const { runId, hook } = await fired;
+  // A job run belongs to no API caller: admins read its run view (S3 §5's shape) in the run detail.
+  await until(async () => (await runDetail(app, runId)).run.status === "completed");
+  return { runId, hook, host, app, detail: await runDetail(app, runId) };
+}
+
+/** The held first round: a completion naming another run (refused), so the run goes on to the scripted rounds. */
+const WRONG_FIRST: ScriptStep = {
+  content: null,
+  tool_calls: [completeCall("call_wrong", { run_id: "run_other", completion_id: "c-0", outcome: "failed" })],
+};
+const SUMMARY = "Build 512 is green; 3 flaky tests quarantined.";
+const recorded = (completion_id: string, outcome: string, summary: string | null) => ({
+  status: "recorded",
+  completion_id,
+  outcome,
+  summary,
+  recorded_at: expect.any(String),
+});
+
 describe("issue 21 §1: automation.complete finishes the run", () => {
-  it("ISSUE21-1 a job run is told its run_id in L6 (noted in the manifest); automation.complete ends it with that outcome and summary everywhere", async () => {
-    const { host, config, app } = setup();
-    const fired = fire(app, config, "nightly");
-    const summary = "Build 512 is green; 3 flaky tests quarantined.";
-    await scriptAroundRunId(
-      host,
-      // Round 1: another run's id is refused as a tool error and the run goes on.
-      { content: null, tool_calls: [completeCall("call_wrong", { run_id: "run_not_this_one", completion_id: "c-0", outcome: "failed" })] },
-      (runId) => [
-        // Round 2: the right id, then the same completion_id again in the same round (a retry): nothing changes.
-        {
-          content: "Finishing.",
-          tool_calls: [
-            completeCall("call_ok", { run_id: runId, completion_id: "c-1", outcome: "succeeded", summary }),
-            completeCall("call_retry", { run_id: runId, completion_id: "c-1", outcome: "succeeded", summary }),
-          ],
-        },
-        // Never requested: the run ends after the completing round.
-        { content: "I should not be asked again." },
-      ],
-      fired,
-    );
-    const { runId, hook } = await fired;
-
-    // The run view (S3 §5's shape; a job run belongs to no API caller, so admins read it in the run detail).
-    await until(async () => (await runDetail(app, runId)).run.status === "completed");
-    const detail = await runDetail(app, runId);
-    const view = detail.run;
-    const completion = { status: "recorded", completion_id: "c-1", outcome: "succeeded", summary, recorded_at: expect.any(String) };
-    expect(view).toMatchObject({ id: runId, source: "job", status: "completed", output: summary, completion });
-    expect(view.trace.tool_execution_results.map((r: { tool_call_id: string; error: string }) => [r.tool_call_id, r.error])).toEqual([
-      ["call_wrong", "run run_not_this_one is not this run; pass the run_id given in this run's instructions"],
-      ["call_ok", ""],
-      ["call_retry", ""],
+  it("ISSUE21-1 a job run gets its run_id inside L6, and the manifest notes it", async () => {
+    const { runId, host, detail } = await jobRun("l6", WRONG_FIRST, (id) => [
+      { content: null, tool_calls: [completeCall("call_ok", { run_id: id, completion_id: "c-1", outcome: "succeeded" })] },
     ]);
-    expect(view.completion).toEqual(completion);
-
-    // The provider saw the run id inside L6 (the user message), and was asked exactly twice.
-    const bodies = await bodiesSentTo(host);
-    expect(bodies).toHaveLength(2);
-    const l6 = bodies[0]?.messages.at(-1);
+    const first = (await bodiesSentTo(host))[0];
+    const l6 = first?.messages.at(-1);
     expect(l6.role).toBe("user");
     expect(l6.content).toBe(
       `=== AUTOMATION_RUN ===\nrun_id: ${runId}\nPass this run_id to automation.complete when the work is finished.\n=== END_AUTOMATION_RUN ===\n\ncheck the nightly build`,
     );
-    for (const m of bodies[0]?.messages.slice(0, -1) ?? []) expect(m.content).not.toContain(runId);
-    const notes: string[] = detail.manifests[0].manifest.notes;
-    expect(notes.filter((n) => n.startsWith("L6 preceded by automation_run"))).toHaveLength(1);
+    // Only in L6: no hidden layer carries it.
+    for (const m of first?.messages.slice(0, -1) ?? []) expect(JSON.stringify(m.content)).not.toContain(runId);
+    const manifest = detail.manifests[0].manifest;
+    expect(manifest.notes.filter((n: string) => n.startsWith("L6 preceded by automation_run"))).toHaveLength(1);
+    expect(manifest.stack.at(-1)).toMatchObject({ layer: "L6", id: "user_input", bytes: "check the nightly build".length });
+  }, 20_000);
 
-    // The run.completed payload.
-    const done = detail.events.find((e: { event_type: string }) => e.event_type === "run.completed");
-    expect(done.payload.completion).toEqual(completion);
-
-    // The firing row (admin API) and the webhook body.
+  it("ISSUE21-1 automation.complete ends the run after its tool round with the outcome and summary: run view, run.completed, firing row, webhook body", async () => {
+    const { runId, hook, host, app, detail } = await jobRun("nightly", WRONG_FIRST, (id) => [
+      {
+        content: "Finishing.",
+        tool_calls: [completeCall("call_ok", { run_id: id, completion_id: "c-1", outcome: "succeeded", summary: SUMMARY })],
+      },
+      // Never requested: the run ends after the completing round.
+      { content: "I should not be asked again." },
+    ]);
+    const completion = recorded("c-1", "succeeded", SUMMARY);
+    expect(detail.run).toMatchObject({ id: runId, source: "job", status: "completed", output: SUMMARY });
+    expect(detail.run.completion).toEqual(completion);
+    // Two model calls: the round after the completion never happens.
+    expect(await bodiesSentTo(host)).toHaveLength(2);
+    const done = detail.events.filter((e: { event_type: string }) => e.event_type === "run.completed");
+    expect(done).toHaveLength(1);
+    expect(done[0].payload.completion).toEqual(completion);
     await until(async () => (await firing(app, "nightly")).completion !== undefined);
-    expect(await firing(app, "nightly")).toMatchObject({ run_id: runId, run_status: "completed", completion });
+    expect(await firing(app, "nightly")).toMatchObject({ run_id: runId, status: "dispatched", run_status: "completed", completion });
     await until(async () => (await hooksAt(hook)).length === 1);
     const body = JSON.parse((await hooksAt(hook))[0]?.body ?? "");
-    expect(body.data).toMatchObject({ run_id: runId, status: "completed", output: summary, completion });
+    expect(body.data).toMatchObject({ run_id: runId, status: "completed", output: SUMMARY, error: null });
+    expect(body.data.completion).toEqual(completion);
+  }, 20_000);
 
-    // The repeated completion_id recorded nothing more: one completion for the run.
+  it("ISSUE21-1 a run_id that is not this run is refused as a tool error, and the run goes on", async () => {
+    const { runId, detail } = await jobRun("wrong-id", WRONG_FIRST, (id) => [
+      { content: null, tool_calls: [completeCall("call_ok", { run_id: id, completion_id: "c-1", outcome: "needs_human" })] },
+    ]);
+    const wrong = detail.events.find((e: any) => e.event_type === "tool.result" && e.payload.tool_call_id === "call_wrong");
+    expect(wrong.payload).toMatchObject({
+      ok: false,
+      error: { code: "invalid.request", message: "run run_other is not this run; pass the run_id given in this run's instructions" },
+    });
+    // Nothing was recorded for the refused call: the run's completion is the later, right one (no summary → the outcome).
+    expect(detail.run).toMatchObject({ id: runId, status: "completed", output: "needs_human" });
+    expect(detail.run.completion).toEqual(recorded("c-1", "needs_human", null));
+  }, 20_000);
+
+  it("ISSUE21-1 a repeated completion_id changes nothing", async () => {
+    const { host, detail, app } = await jobRun("retry", WRONG_FIRST, (id) => [
+      {
+        content: null,
+        tool_calls: [
+          completeCall("call_ok", { run_id: id, completion_id: "c-1", outcome: "succeeded", summary: SUMMARY }),
+          // A retry of the same completion in the same round, and one with other content under the same id.
+          completeCall("call_retry", { run_id: id, completion_id: "c-1", outcome: "succeeded", summary: SUMMARY }),
+          completeCall("call_other", { run_id: id, completion_id: "c-1", outcome: "failed", summary: "changed my mind" }),
+        ],
+      },
+    ]);
+    const results = detail.run.trace.tool_execution_results;
+    const retry = results.find((r: { tool_call_id: string }) => r.tool_call_id === "call_retry");
+    expect(JSON.parse(retry.output)).toMatchObject({
+      completion_id: "c-1",
+      tool_call_id: "call_ok",
+      outcome: "succeeded",
+      duplicate: true,
+    });
+    const other = results.find((r: { tool_call_id: string }) => r.tool_call_id === "call_other");
+    expect(other.error).toBe("completion_id c-1 was already recorded with a different run or outcome; use a new completion_id");
+    const first = recorded("c-1", "succeeded", SUMMARY);
+    expect(detail.run).toMatchObject({ status: "completed", output: SUMMARY, completion: first });
     expect(detail.events.filter((e: { event_type: string }) => e.event_type === "run.completed")).toHaveLength(1);
-    const retry = view.trace.tool_execution_results.find((r: { tool_call_id: string }) => r.tool_call_id === "call_retry");
-    expect(JSON.parse(retry.output)).toMatchObject({ completion_id: "c-1", tool_call_id: "call_ok", duplicate: true });
+    expect(await bodiesSentTo(host)).toHaveLength(2);
+    await until(async () => (await firing(app, "retry")).completion !== undefined);
+    expect((await firing(app, "retry")).completion).toEqual(first);
   }, 20_000);
 
   it("ISSUE21-1 a job run that ends without calling automation.complete is recorded as completion missing", async () => {
