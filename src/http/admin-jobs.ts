@@ -28,6 +28,7 @@ import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
+import { RunCompletionSchema } from "./runs";
 
 const Job = z
   .object({
@@ -60,21 +61,9 @@ const Firing = z
     dispatched_at: z.string().nullable(),
     error: z.string().nullable(),
     run_status: z.string().optional().openapi({ description: "The run's final status; present once the run has ended" }),
-    completion: z
-      .union([
-        z.object({
-          status: z.literal("recorded"),
-          completion_id: z.string(),
-          outcome: z.string(),
-          summary: z.string().nullable(),
-          recorded_at: z.string(),
-        }),
-        z.object({ status: z.literal("missing") }),
-      ])
-      .optional()
-      .openapi({
-        description: "The run's automation.complete record, or missing when it ended without one; present once the run has ended",
-      }),
+    completion: RunCompletionSchema.optional().openapi({
+      description: "The run's automation.complete record, or missing when it ended without one; present once the run has ended",
+    }),
     notify: z.object({
       channel: z.string(),
       status: z.enum(["none", "pending", "delivered", "failed"]),
