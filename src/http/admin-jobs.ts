@@ -28,6 +28,7 @@ import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
+import { RunCompletionSchema } from "./runs";
 
 const Job = z
   .object({
@@ -59,6 +60,10 @@ const Firing = z
     session_key: z.string().nullable(),
     dispatched_at: z.string().nullable(),
     error: z.string().nullable(),
+    run_status: z.string().optional().openapi({ description: "The run's final status; present once the run has ended" }),
+    completion: RunCompletionSchema.optional().openapi({
+      description: "The run's automation.complete record, or missing when it ended without one; present once the run has ended",
+    }),
     notify: z.object({
       channel: z.string(),
       status: z.enum(["none", "pending", "delivered", "failed"]),

@@ -42,6 +42,20 @@ const ToolExecutionResult = z
   .object({ tool: z.string(), tool_call_id: z.string(), summary: z.string(), output: z.string(), error: z.string() })
   .openapi("ToolExecutionResult");
 
+/** Issue 21 §1: how an automation run ended — its `automation.complete` record, or `missing` for a job run without one. */
+export const RunCompletionSchema = z
+  .union([
+    z.object({
+      status: z.literal("recorded"),
+      completion_id: z.string(),
+      outcome: z.string(),
+      summary: z.string().nullable(),
+      recorded_at: z.string(),
+    }),
+    z.object({ status: z.literal("missing") }),
+  ])
+  .openapi("RunCompletion");
+
 export const RunSchema = z
   .object({
     id: z.string(),
@@ -55,6 +69,9 @@ export const RunSchema = z
     provider: z.string(),
     model: z.string(),
     trace: z.object({ tool_execution_results: z.array(ToolExecutionResult) }),
+    completion: RunCompletionSchema.optional().openapi({
+      description: "The run's automation.complete record; `missing` once a job run has ended without one (docs/scheduler.md)",
+    }),
   })
   .openapi("Run");
 

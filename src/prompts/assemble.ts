@@ -37,7 +37,7 @@ export type HistoryMessage = z.infer<typeof HistoryMessage>;
 
 /** User-derived context that goes inside L6, before the user's message (DESIGN "Retrieved memory"). */
 export const L6Context = z.strictObject({
-  kind: z.enum(["retrieved_memory", "compaction_summary"]),
+  kind: z.enum(["retrieved_memory", "compaction_summary", "automation_run"]),
   text: z.string().min(1),
   /** The memory items the block holds (S4 §5 ids), named in the manifest's note. */
   ids: z.array(z.string().min(1)).max(20).optional(),
@@ -91,6 +91,8 @@ export interface AssembledPrompt {
 const CONTEXT_HEADERS = {
   retrieved_memory: ["=== RETRIEVED_MEMORY ===", "=== END_RETRIEVED_MEMORY ==="],
   compaction_summary: ["=== CONVERSATION_SUMMARY ===", "=== END_CONVERSATION_SUMMARY ==="],
+  // A job run's own id, which `automation.complete` must name (issue 21 §1).
+  automation_run: ["=== AUTOMATION_RUN ===", "=== END_AUTOMATION_RUN ==="],
 } as const;
 
 /** A user-derived context block as it appears inside L6, with its marker lines. */

@@ -69,6 +69,7 @@ import {
   reserveApprovalSlot,
 } from "./approvals";
 import { runCallerKey } from "./caller";
+import { automationRunContext, completionOf, completionOutput, recordedCompletion } from "./completion";
 import type { EventType, RunEvent } from "./events";
 import { escalationMessage, INITIAL_FAILURE_LOOP, recordToolResult } from "./failure-loop";
 import { indexRun } from "./index-d1";
@@ -295,11 +296,13 @@ export class RunEngine {
     if (f.status === "completed") {
       sql.run`UPDATE runs SET status = 'completed', output = ${f.output}, finished_at = ${iso}, updated_at = ${iso} WHERE id = ${run.id}`;
       const r = getRun(sql, run.id) as RunRow;
+      const completion = completionOf(sql, r);
       this.#event(run, "run.completed", {
         rounds: r.rounds,
         tool_calls: r.tool_calls,
         usage: { prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens },
         ...f.payload,
+        ...(completion ? { completion } : {}),
       });
     } else if (f.status === "failed") {
       sql.run`UPDATE runs SET status = 'failed', output = ${f.message}, error = ${JSON.stringify({ code: f.code, message: f.message })},
@@ -354,6 +357,10 @@ export class RunEngine {
         continue;
       }
 
+      // Issue 21 §1: a recorded automation.complete ends the run after its tool round, with no further model call.
+      const completion = recordedCompletion(sql, run.id);
+      if (completion) return { status: "completed", output: completionOutput(completion) };
+
       // Input disclosure guard (S1 §2.5): a refused request never reaches the model.
       if (run.rounds === 0) {
         const verdict = classifyDisclosureRequest(userMessage.content);
@@ -389,7 +396,7 @@ export class RunEngine {
    * (the round's stack without history), noted as refused, so every turn has one. No model call, no event.
    */
   async #recordRefusedTurn(run: RunRow, spec: RunSpec, userMessage: string): Promise<void> {
-    const { base } = this.#promptBase(spec, userMessage);
+    const { base } = this.#promptBase(run, spec, userMessage);
     const prompt = await assemblePromptStack(base);
     const manifest = { ...prompt.manifest, notes: [...prompt.manifest.notes, REFUSED_TURN_NOTE] };
     logPromptAssembly(this.#host.logger, run.id, manifest);
@@ -397,7 +404,7 @@ export class RunEngine {
   }
 
   /** What a round's prompt is assembled from before history, with the tools it offers and their protocol. */
-  #promptBase(spec: RunSpec, userMessage: string) {
+  #promptBase(run: RunRow, spec: RunSpec, userMessage: string) {
     const offered = this.#offeredTools(spec);
     const policy: ToolPolicyId = offered.length === 0 ? "none" : spec.model.supportsTools ? "native" : "markers";
     const recovery = loadFailureLoop(this.#host.sql).mode === "recovery";
@@ -407,8 +414,10 @@ export class RunEngine {
     // S4 §5: memory for the user's message goes inside L6 (counted in the fixed cost, so history yields to it).
     const memory = this.#host.retrieveMemory?.(userMessage, spec.memory) ?? null;
     const memoryContext = memory ? [{ kind: "retrieved_memory" as const, text: memory.text, ids: memory.ids }] : [];
+    // Issue 21 §1: a job run is told its own id inside L6 (user-derived context), for automation.complete.
+    const automationContext = run.source === "job" ? [{ kind: "automation_run" as const, text: automationRunContext(run.id) }] : [];
     const base = {
-      l6Context: memoryContext,
+      l6Context: [...automationContext, ...memoryContext],
       agentId: spec.agentId,
       channel: spec.channel,
       toolPolicy: policy,
@@ -420,14 +429,14 @@ export class RunEngine {
       // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
       ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
     };
-    return { offered, policy, recovery, base, memory, memoryContext };
+    return { offered, policy, recovery, base, memory, automationContext, memoryContext };
   }
 
   /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
   async #modelRound(run: RunRow, spec: RunSpec, userMessage: string, signal: AbortSignal): Promise<Finish | undefined> {
     const { sql, storage, env } = this.#host;
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
-    const { offered, policy, recovery, base, memory, memoryContext } = this.#promptBase(spec, userMessage);
+    const { offered, policy, recovery, base, memory, automationContext, memoryContext } = this.#promptBase(run, spec, userMessage);
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
     const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
@@ -439,7 +448,11 @@ export class RunEngine {
       ...base,
       history: history.messages.map(toHistoryMessage),
       // The retrieved memory sits immediately before the user's message (DESIGN "Retrieved memory").
-      l6Context: [...history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })), ...memoryContext],
+      l6Context: [
+        ...automationContext,
+        ...history.summaries.map((text) => ({ kind: "compaction_summary" as const, text })),
+        ...memoryContext,
+      ],
     });
     // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
     logPromptAssembly(this.#host.logger, run.id, prompt.manifest);

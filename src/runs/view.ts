@@ -3,6 +3,7 @@
  * `id, agent_id, source, status, output, artifact_path, duration_ms,
  * tool_calls, provider, model, trace.tool_execution_results[]`.
  */
+import type { RunCompletion } from "./completion";
 import { parseSpec, type RunRow, type ToolExecutionRow } from "./store";
 
 export interface ToolExecutionResult {
@@ -27,12 +28,15 @@ export interface RunView {
   provider: string;
   model: string;
   trace: { tool_execution_results: ToolExecutionResult[] };
+  /** Issue 21 §1: the automation completion; `missing` for a finished job run that recorded none. */
+  completion?: RunCompletion;
 }
 
 /** Where the run's bundle lives in the AUDIT bucket (DESIGN §4). */
 export const runArtifactPath = (agentId: string, runId: string): string => `agents/${agentId}/runs/${runId}`;
 
-export function runView(run: RunRow, executions: readonly ToolExecutionRow[], now = Date.now()): RunView {
+/** The S3 §5 view of a run, with its automation completion when it has one (or is a finished job run). */
+export function runView(run: RunRow, executions: readonly ToolExecutionRow[], now = Date.now(), completion?: RunCompletion): RunView {
   const spec = parseSpec(run);
   const started = run.started_at ? Date.parse(run.started_at) : null;
   const finished = run.finished_at ? Date.parse(run.finished_at) : null;
@@ -58,5 +62,6 @@ export function runView(run: RunRow, executions: readonly ToolExecutionRow[], no
           error: e.error ? (JSON.parse(e.error) as { message: string }).message : "",
         })),
     },
+    ...(completion ? { completion } : {}),
   };
 }

@@ -9,6 +9,7 @@
  * and ignored.
  */
 import { z } from "zod";
+import type { RunCompletion } from "../runs/completion";
 import { AGENT_ID } from "../sessions/keys";
 import { checkUrl } from "../tools/net-policy";
 import { parseSchedule, type Schedule, validateTimeZone } from "./schedule";
@@ -239,6 +240,9 @@ export interface FiringRecord {
   session_key: string | null;
   dispatched_at: string | null;
   error: string | null;
+  /** Issue 21 §1: the run's final status and automation completion, present once the run has ended. */
+  run_status?: string;
+  completion?: RunCompletion;
   notify: {
     channel: string;
     status: "none" | "pending" | "delivered" | "failed";
@@ -257,12 +261,14 @@ export async function listFirings(
   const rows = await db
     .prepare(
       `SELECT job_id, scheduled_for, agent_id, status, missed, claimed_at, attempts, run_id, session_key, dispatched_at, error,
-              notify_channel, notify_status, notify_attempts, notify_error, notified_at
+              run_status, completion, notify_channel, notify_status, notify_attempts, notify_error, notified_at
        FROM job_firings WHERE job_id = ?1 AND (?2 IS NULL OR scheduled_for < ?2) ORDER BY scheduled_for DESC LIMIT ?3`,
     )
     .bind(jobId, f.before ?? null, f.limit)
     .all<
-      Omit<FiringRecord, "notify"> & {
+      Omit<FiringRecord, "notify" | "run_status" | "completion"> & {
+        run_status: string | null;
+        completion: string | null;
         notify_channel: string;
         notify_status: FiringRecord["notify"]["status"];
         notify_attempts: number;
@@ -270,10 +276,14 @@ export async function listFirings(
         notified_at: string | null;
       }
     >();
-  return rows.results.map(({ notify_channel, notify_status, notify_attempts, notify_error, notified_at, ...f }) => ({
-    ...f,
-    notify: { channel: notify_channel, status: notify_status, attempts: notify_attempts, error: notify_error, notified_at },
-  }));
+  return rows.results.map(
+    ({ notify_channel, notify_status, notify_attempts, notify_error, notified_at, run_status, completion, ...f }) => ({
+      ...f,
+      ...(run_status === null ? {} : { run_status }),
+      ...(completion === null ? {} : { completion: JSON.parse(completion) as RunCompletion }),
+      notify: { channel: notify_channel, status: notify_status, attempts: notify_attempts, error: notify_error, notified_at },
+    }),
+  );
 }
 
 /** Parameters ?1 … ?14 of a job write: id, the S3 fields, the time of the write, and the slot state. */

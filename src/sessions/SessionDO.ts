@@ -22,6 +22,7 @@ import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
 import { sha256Hex } from "../prompts/hash";
 import type { PromptManifest } from "../prompts/manifest";
 import { type ApprovalRow, getApproval, nextExpiry } from "../runs/approvals";
+import { completionOf, FIRING_REPORT_RETRY_MS, hasUnreportedFirings, reportFirings } from "../runs/completion";
 import { RunEngine, setupOnlyReason } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
 import { mintRunId } from "../runs/ids";
@@ -222,7 +223,7 @@ export class SessionDO extends DurableObject<Env> {
         return row ? State.parse(JSON.parse(row.state)).capabilities_granted : [];
       },
       sessionType: () => this.#sessionType(),
-      toolHost: (runId) => this.#toolHost(runId),
+      toolHost: (runId) => this.#toolHost(runId, true),
       inlineRole: () => this.#systemPrompt(this.#currentSession().sessionId)?.text,
     });
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
@@ -294,6 +295,7 @@ export class SessionDO extends DurableObject<Env> {
       await this.#flushAudit();
       await this.#writeBundles();
       await this.#deliverNotifications();
+      await reportFirings(this.#sql, this.env.DB);
       await deliverReplies({
         sql: this.#sql,
         storage: this.ctx.storage,
@@ -334,6 +336,7 @@ export class SessionDO extends DurableObject<Env> {
       nextNotifyAt(this.#sql, now),
       nextIdempotencyExpiry(this.#sql),
       nextReplyAt(this.#sql),
+      hasUnreportedFirings(this.#sql) ? now + FIRING_REPORT_RETRY_MS : null,
     ].filter((t): t is number => t !== null);
     if (times.length > 0) return this.ctx.storage.setAlarm(Math.min(...times));
     return this.ctx.storage.deleteAlarm();
@@ -391,8 +394,11 @@ export class SessionDO extends DurableObject<Env> {
     return row?.session_type === "setup" ? "setup" : "ordinary";
   }
 
-  /** What this session offers S5 tools for a call of `runId` (null: a callback outside any run). */
-  #toolHost(runId: string | null): SessionToolHost {
+  /**
+   * What this session offers S5 tools for a call of `runId` (null: a callback outside any run). `ownRun`: the call
+   * is the run's own tool call, so `automation.complete` may finish only that run (issue 21 §1).
+   */
+  #toolHost(runId: string | null, ownRun = false): SessionToolHost {
     const session = this.#currentSession();
     return {
       sessionId: session.sessionId,
@@ -404,6 +410,7 @@ export class SessionDO extends DurableObject<Env> {
         return { state: c.state, revision: c.revision, updated_ts, recent_messages: c.recent_messages, trace_tail: c.trace_tail };
       },
       recordCompletion: (c) => {
+        if (ownRun && c.run_id !== runId) return { status: "other_run" };
         const existing = this.#sql.one<AutomationCompletion & Record<string, SqlStorageValue>>`
           SELECT completion_id, run_id, outcome, summary, tool_call_id, recorded_at FROM automation_completions WHERE completion_id = ${c.completion_id}`;
         if (existing) {
@@ -970,7 +977,11 @@ export class SessionDO extends DurableObject<Env> {
   async runRecord(runId: string): Promise<{ view: RunView; callerId: string | null; sessionId: string } | null> {
     const run = getRun(this.#sql, runId);
     if (!run) return null;
-    return { view: runView(run, runToolExecutions(this.#sql, runId)), callerId: run.caller_id, sessionId: run.session_id };
+    return {
+      view: runView(run, runToolExecutions(this.#sql, runId), Date.now(), completionOf(this.#sql, run)),
+      callerId: run.caller_id,
+      sessionId: run.session_id,
+    };
   }
 
   /** A run's lifecycle events after `afterSeq`, and whether the run has ended. */
@@ -1020,7 +1031,7 @@ export class SessionDO extends DurableObject<Env> {
       const paused = run.status === "awaiting_approval";
       if (finished || (paused && opts.untilPaused) || Date.now() >= deadline)
         return {
-          view: runView(run, runToolExecutions(this.#sql, runId)),
+          view: runView(run, runToolExecutions(this.#sql, runId), Date.now(), completionOf(this.#sql, run)),
           callerId: run.caller_id,
           finished,
           paused,
@@ -1052,7 +1063,7 @@ export class SessionDO extends DurableObject<Env> {
       .filter((m): m is StoredManifest => m !== undefined);
     const executions = runToolExecutions(this.#sql, runId);
     return {
-      view: runView(run, executions),
+      view: runView(run, executions, Date.now(), completionOf(this.#sql, run)),
       toolCalls: executions.map((e) => ({
         request: e.request ? (JSON.parse(e.request) as ToolRequest) : null,
         response: e.response ? (JSON.parse(e.response) as ToolResponse) : null,

@@ -244,4 +244,6 @@ export const SESSION_MIGRATIONS: Migrations = [
    );`,
   // v13: chat-channel replies (issue 10): one outbox row per run a channel message started, sent once from the alarm.
   REPLY_SCHEMA,
+  // v14: a finished job run's status and automation completion are written to its D1 firing row once (issue 21 §1).
+  `ALTER TABLE runs ADD COLUMN firing_reported INTEGER NOT NULL DEFAULT 0;`,
 ];

@@ -51,10 +51,11 @@ export interface SessionToolHost {
   };
   /**
    * Records an automation completion, idempotent by `completion_id`: the same id with the same content is a
-   * duplicate (the first record comes back); with other content a conflict; a run not in this session is refused.
+   * duplicate (the first record comes back); with other content a conflict; a run not in this session is refused,
+   * and so (`other_run`) is, for a run's own tool call, any run but that one (issue 21 §1).
    */
   recordCompletion(c: Omit<AutomationCompletion, "recorded_at">): {
-    status: "recorded" | "duplicate" | "conflict" | "unknown_run";
+    status: "recorded" | "duplicate" | "conflict" | "unknown_run" | "other_run";
     completion?: AutomationCompletion;
   };
   /** Queues an audit event (S3 §3) in the session's stream, actor `tool`. */

@@ -396,6 +396,8 @@ export const automationComplete: ToolDefinition = defineTool({
           );
         case "unknown_run":
           return fail("invalid.request", `run ${input.run_id} is not a run of this session`);
+        case "other_run":
+          return fail("invalid.request", `run ${input.run_id} is not this run; pass the run_id given in this run's instructions`);
       }
     }),
 });
