@@ -31,11 +31,13 @@ import {
 } from "../prompts/assemble";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import type { PromptManifest } from "../prompts/manifest";
+import { modeToolsFor, selectTaskMode, type TaskMode } from "../prompts/modes";
 import { checkOutput } from "../prompts/output-guard";
 import { guardArguments, isWithheld, WITHHELD_ERROR } from "../prompts/tool-args-guard";
 import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type ToolSpec } from "../providers/adapter";
 import { resolveBoundProviderKey } from "../providers/api-key";
 import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
+import { hasServiceCommands } from "../storage/setup-records";
 import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
@@ -166,6 +168,8 @@ export class RunEngine {
   readonly #registry: ToolRegistry;
   /** In-flight work of the run executing now, so that cancel can stop it at once. */
   readonly #controllers = new Map<string, AbortController>();
+  /** Whether the agent of the run executing now is configured (L5 coding vs scratch), by run id. */
+  readonly #configured = new Map<string, boolean>();
 
   constructor(host: RunHost) {
     this.#host = host;
@@ -370,11 +374,32 @@ export class RunEngine {
   #offeredTools(spec: RunSpec): ToolDefinition[] {
     const seen = new Set<ToolDefinition>();
     const setup = this.#sessionType() === "setup";
-    for (const name of spec.tools) {
+    for (const name of this.#allowed(spec)) {
       const def = this.#registry.get(name);
       if (def && (!def.setupOnly || setup)) seen.add(def);
     }
     return [...seen].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /**
+   * The run's allowlist: the agent's, plus the tools its mode's L5 text tells the model to call (a job run:
+   * automation.complete; a setup session: the setup tools). The tool policy still gates each call.
+   */
+  #allowed(spec: RunSpec): string[] {
+    return [...spec.tools, ...modeToolsFor(this.#sessionType(), spec.task)];
+  }
+
+  /** The run's L5 mode (S5 precedence); whether the agent is configured is read once per run, from D1. */
+  async #taskMode(run: RunRow, spec: RunSpec): Promise<TaskMode> {
+    const sessionType = this.#sessionType();
+    if (sessionType === "setup" || spec.task === "automation") return selectTaskMode({ sessionType, clientType: spec.task, configured: true });
+    let configured = this.#configured.get(run.id);
+    if (configured === undefined) {
+      configured = await hasServiceCommands(this.#host.env.DB, spec.agentId);
+      this.#configured.clear(); // one run executes at a time: keep only its answer
+      this.#configured.set(run.id, configured);
+    }
+    return selectTaskMode({ sessionType, configured });
   }
 
   /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
@@ -395,8 +420,8 @@ export class RunEngine {
       recovery,
       userMessage,
       toolCatalog,
-      // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
-      ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
+      // S5 precedence (src/prompts/modes.ts): setup, then automation (jobs), then coding or scratch.
+      task: await this.#taskMode(run, spec),
     };
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
@@ -918,7 +943,7 @@ export class RunEngine {
       calledAs: call.tool,
       registry: this.#registry,
       agentId: spec.agentId,
-      allow: spec.tools,
+      allow: this.#allowed(spec),
       channel: this.#host.channel(),
       policy: spec.policy,
       schemaHash: def ? await schemaHash(def) : undefined,
