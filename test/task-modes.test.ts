@@ -191,7 +191,7 @@ describe("ISSUE21-5 prompts only name tools the run is offered (shipped config, 
 
   it("ISSUE21-5 a job run is offered automation.complete, which its L5 names, and may call it", async () => {
     const host = uniqueHost("script");
-    const args = { run_id: "x", completion_id: "c1", outcome: "succeeded", summary_markdown: "ok" };
+    const args = { run_id: "x", completion_id: "c1", outcome: "succeeded" };
     await scriptProvider(host, [
       { tool_calls: [{ id: "ac1", name: "automation__complete", arguments: JSON.stringify(args) }] },
       { content: "done" },
@@ -204,7 +204,16 @@ describe("ISSUE21-5 prompts only name tools the run is offered (shipped config, 
     expect(toolsNamedIn(l5 ?? "")).toEqual(["automation.complete"]);
     expect(offered).toEqual(["automation.complete", ...SHIPPED_MAIN].sort());
     const decided = (await runDetail(app, id)).events.find((e: any) => e.event_type === "tool.result");
-    expect(decided.payload.error?.code).not.toBe("policy.denied");
+    // The gate admits it (mode tool, draft_only allowed); what the handler then does with the call is item 1's.
+    expect(decided.payload.gate).toEqual({
+      channel: "job",
+      policy_id: "default-v1",
+      tool: "automation.complete",
+      risk: "draft_only",
+      outcome: "allowed",
+      code: null,
+      reason: "allowlisted",
+    });
   });
 
   it("ISSUE21-5 outside a job run automation.complete is not offered, and a call to it finds no tool", async () => {
