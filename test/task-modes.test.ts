@@ -65,7 +65,12 @@ async function l5Of(app: ReturnType<typeof appFor>, runId: string) {
 }
 
 async function chat(app: ReturnType<typeof appFor>, agentId: string, message: string): Promise<string> {
-  const res = await call(app, "POST", "/v1/chat/messages", { user_id: "u", room_id: `r-${crypto.randomUUID()}`, agent_id: agentId, message });
+  const res = await call(app, "POST", "/v1/chat/messages", {
+    user_id: "u",
+    room_id: `r-${crypto.randomUUID()}`,
+    agent_id: agentId,
+    message,
+  });
   expect(res.status).toBe(202);
   const id = res.body.id as string;
   await until(async () => ["completed", "failed"].includes((await runDetail(app, id)).run.status));
@@ -83,7 +88,14 @@ async function saveServiceCommands(agentId: string) {
 
 /** Fires one isolated job of `agentId` through the scheduler tick and returns its run id. */
 async function fireJob(config: GatewayConfig, agentId: string, jobId: string): Promise<string> {
-  const write = JobWrite.parse({ job_id: jobId, agent_id: agentId, message: "nightly report", schedule: "@every 1h", mode: "isolated", enabled: true });
+  const write = JobWrite.parse({
+    job_id: jobId,
+    agent_id: agentId,
+    message: "nightly report",
+    schedule: "@every 1h",
+    mode: "isolated",
+    enabled: true,
+  });
   const created = await createJob(env.DB, write, new Date("2030-01-01T10:00:00Z"));
   if (!created.ok) throw new Error(`createJob refused: ${JSON.stringify(created)}`);
   const controller = createScheduledController({ scheduledTime: new Date("2030-01-01T11:00:00Z"), cron: "* * * * *" });

@@ -392,7 +392,8 @@ export class RunEngine {
   /** The run's L5 mode (S5 precedence); whether the agent is configured is read once per run, from D1. */
   async #taskMode(run: RunRow, spec: RunSpec): Promise<TaskMode> {
     const sessionType = this.#sessionType();
-    if (sessionType === "setup" || spec.task === "automation") return selectTaskMode({ sessionType, clientType: spec.task, configured: true });
+    if (sessionType === "setup" || spec.task === "automation")
+      return selectTaskMode({ sessionType, clientType: spec.task, configured: true });
     let configured = this.#configured.get(run.id);
     if (configured === undefined) {
       configured = await hasServiceCommands(this.#host.env.DB, spec.agentId);
