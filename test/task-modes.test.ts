@@ -178,12 +178,14 @@ describe("ISSUE21-5 prompts only name tools the run is offered (shipped config, 
     const app = appFor(shipped(host));
     await chat(app, "main", "hi");
     const scratch = await firstRequest(host);
+    expect(scratch.l5).toBe(requirePrompt("tasks/scratch").content);
     expect(toolsNamedIn(scratch.l5 ?? "")).toEqual([]);
     expect(scratch.offered).toEqual(SHIPPED_MAIN);
     const host2 = uniqueHost("script");
     await scriptProvider(host2, [{ content: "b" }]);
     await chat(appFor(shipped(host2)), "coder", "hi");
     const coding = await firstRequest(host2);
+    expect(coding.l5).toBe(requirePrompt("tasks/coding").content);
     expect(toolsNamedIn(coding.l5 ?? "")).toEqual([]);
     expect(coding.offered).toEqual(SHIPPED_MAIN);
   });
@@ -262,5 +264,40 @@ describe("ISSUE21-5 prompts only name tools the run is offered (shipped config, 
       ok: false,
       error: { code: "policy.denied", message: "automation.complete is draft_only, a risk class this gateway does not allow" },
     });
+  });
+
+  it("ISSUE21-5 marker models: every tool a setup or job run's L5 names is in the L4 tool list", async () => {
+    /** The shipped config with its model on the marker protocol (no native tool calls). */
+    const markers = (host: string) => {
+      const config = shipped(host);
+      const model = config.models.providers.moonshot?.models["kimi-k1-128k"];
+      if (!model) throw new Error("the shipped config has no kimi-k1-128k");
+      model.supportsTools = false;
+      return config;
+    };
+    /** The tools listed in L4 (the marker catalog) and the L5 text of the first request to `host`. */
+    const listed = async (host: string) => {
+      const [body] = await bodiesSentTo(host);
+      const system = (body?.messages ?? []).filter((m) => m.role === "system").map((m) => m.content as string);
+      const catalog = (system[3] ?? "").split("Your tool list:\n")[1] ?? "";
+      return { l5: system[4] ?? "", tools: [...catalog.matchAll(/^- ([^:\s]+):/gm)].map((m) => m[1] as string).sort() };
+    };
+    const setupHost = uniqueHost("script");
+    await scriptProvider(setupHost, [{ content: "ready" }]);
+    const app = appFor(markers(setupHost));
+    const res = await call(app, "POST", "/api/admin/setup-sessions", { agent_id: "main", message: "set up" }, ADMIN);
+    await until(async () => (await runDetail(app, res.body.id)).run.status === "completed");
+    const setup = await listed(setupHost);
+    expect(toolsNamedIn(setup.l5)).toEqual(SETUP_TOOLS);
+    expect(setup.tools).toEqual([...SHIPPED_MAIN, ...SETUP_TOOLS].sort());
+
+    const jobHost = uniqueHost("script");
+    await scriptProvider(jobHost, [{ content: "done" }]);
+    const config = markers(jobHost);
+    const id = await fireJob(config, "main", "modes-markers");
+    await until(async () => (await runDetail(appFor(config), id)).run.status === "completed");
+    const job = await listed(jobHost);
+    expect(toolsNamedIn(job.l5)).toEqual(["automation.complete"]);
+    expect(job.tools).toEqual(["automation.complete", ...SHIPPED_MAIN].sort());
   });
 });
