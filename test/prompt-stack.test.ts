@@ -220,7 +220,9 @@ describe("S5 mode precedence: setup → automation → coding; scratch without c
     expect(selectTaskMode({ sessionType: "setup", configured: false })).toBe("setup");
     expect(selectTaskMode({ clientType: "automation", configured: true })).toBe("automation");
     expect(selectTaskMode({ configured: true })).toBe("coding");
-    expect(selectTaskMode({ clientType: "automation", configured: false })).toBe("scratch");
+    // Issue 21 §7: a job run stays automation without configuration — it must be told to report its end
+    // (automation.complete), and scheduler-tick.test.ts pins L5 tasks/automation for the unconfigured `main`.
+    expect(selectTaskMode({ clientType: "automation", configured: false })).toBe("automation");
     expect(selectTaskMode({ configured: false })).toBe("scratch");
   });
 

@@ -31,7 +31,8 @@ describe("failure loop (S3 §2)", () => {
     const requested = detail.events.filter((e: any) => e.event_type === "model.requested").map((e: any) => e.payload.recovery);
     expect(requested).toEqual([false, false, true]);
     const l5 = detail.manifests[2].manifest.stack.find((e: any) => e.layer === "L5");
-    expect(l5.id).toBe("tasks/error_recovery");
+    // Issue 21 §7: an ordinary session of an unconfigured agent runs in scratch mode; recovery is appended to it.
+    expect(l5.id).toBe("tasks/scratch+tasks/error_recovery");
   });
 
   it("S3 §2 3 more failures in recovery end the run with a message asking for guidance: attempts, errors, output snippets", async () => {

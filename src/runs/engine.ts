@@ -33,11 +33,13 @@ import { sendApprovalChannel } from "../prompts/channels";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import { sha256Hex } from "../prompts/hash";
 import type { PromptManifest } from "../prompts/manifest";
+import { modeToolsFor, selectTaskMode, type TaskMode } from "../prompts/modes";
 import { checkOutput } from "../prompts/output-guard";
 import { guardArguments, isWithheld, WITHHELD_ERROR } from "../prompts/tool-args-guard";
 import { type ChatResult, chat, ProviderError, streamChat, type ToolCall, type ToolSpec } from "../providers/adapter";
 import { resolveBoundProviderKey } from "../providers/api-key";
 import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
+import { hasServiceCommands } from "../storage/setup-records";
 import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
@@ -173,6 +175,8 @@ export class RunEngine {
   readonly #registry: ToolRegistry;
   /** In-flight work of the run executing now, so that cancel can stop it at once. */
   readonly #controllers = new Map<string, AbortController>();
+  /** Whether the agent of the run executing now is configured (L5 coding vs scratch), by run id. */
+  readonly #configured = new Map<string, boolean>();
 
   constructor(host: RunHost) {
     this.#host = host;
@@ -384,7 +388,7 @@ export class RunEngine {
   #offeredTools(spec: RunSpec): ToolDefinition[] {
     const seen = new Set<ToolDefinition>();
     const setup = this.#sessionType() === "setup";
-    for (const name of spec.tools) {
+    for (const name of this.#allowed(spec)) {
       const def = this.#registry.get(name);
       if (def && (!def.setupOnly || setup)) seen.add(def);
     }
@@ -392,11 +396,33 @@ export class RunEngine {
   }
 
   /**
+   * The run's allowlist: the agent's, plus the tools its mode's L5 text tells the model to call (a job run:
+   * automation.complete; a setup session: the setup tools). The tool policy still gates each call.
+   */
+  #allowed(spec: RunSpec): string[] {
+    return [...spec.tools, ...modeToolsFor(this.#sessionType(), spec.task)];
+  }
+
+  /** The run's L5 mode (S5 precedence); whether the agent is configured is read once per run, from D1. */
+  async #taskMode(run: RunRow, spec: RunSpec): Promise<TaskMode> {
+    const sessionType = this.#sessionType();
+    if (sessionType === "setup" || spec.task === "automation")
+      return selectTaskMode({ sessionType, clientType: spec.task, configured: true });
+    let configured = this.#configured.get(run.id);
+    if (configured === undefined) {
+      configured = await hasServiceCommands(this.#host.env.DB, spec.agentId);
+      this.#configured.clear(); // one run executes at a time: keep only its answer
+      this.#configured.set(run.id, configured);
+    }
+    return selectTaskMode({ sessionType, configured });
+  }
+
+  /**
    * Issue 21 §10: a turn the input guard refused still records the manifest of the prompt it would have sent
    * (the round's stack without history), noted as refused, so every turn has one. No model call, no event.
    */
   async #recordRefusedTurn(run: RunRow, spec: RunSpec, userMessage: string): Promise<void> {
-    const { base } = this.#promptBase(run, spec, userMessage);
+    const { base } = await this.#promptBase(run, spec, userMessage);
     const prompt = await assemblePromptStack(base);
     const manifest = { ...prompt.manifest, notes: [...prompt.manifest.notes, REFUSED_TURN_NOTE] };
     logPromptAssembly(this.#host.logger, run.id, manifest);
@@ -404,7 +430,7 @@ export class RunEngine {
   }
 
   /** What a round's prompt is assembled from before history, with the tools it offers and their protocol. */
-  #promptBase(run: RunRow, spec: RunSpec, userMessage: string) {
+  async #promptBase(run: RunRow, spec: RunSpec, userMessage: string) {
     const offered = this.#offeredTools(spec);
     const policy: ToolPolicyId = offered.length === 0 ? "none" : spec.model.supportsTools ? "native" : "markers";
     const recovery = loadFailureLoop(this.#host.sql).mode === "recovery";
@@ -426,8 +452,8 @@ export class RunEngine {
       toolCatalog,
       // The inline L2 also joins the output guard's hidden texts (the `inline` segment, below).
       ...(inlineRole ? { inlineRole } : {}),
-      // S5 precedence: a setup session is in setup mode whatever started the run; then automation (jobs).
-      ...(this.#sessionType() === "setup" ? { task: "setup" as const } : spec.task ? { task: spec.task } : {}),
+      // S5 precedence (src/prompts/modes.ts): setup, then automation (jobs), then coding or scratch.
+      task: await this.#taskMode(run, spec),
     };
     return { offered, policy, recovery, base, memory, automationContext, memoryContext };
   }
@@ -436,7 +462,7 @@ export class RunEngine {
   async #modelRound(run: RunRow, spec: RunSpec, userMessage: string, signal: AbortSignal): Promise<Finish | undefined> {
     const { sql, storage, env } = this.#host;
     // Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves.
-    const { offered, policy, recovery, base, memory, automationContext, memoryContext } = this.#promptBase(run, spec, userMessage);
+    const { offered, policy, recovery, base, memory, automationContext, memoryContext } = await this.#promptBase(run, spec, userMessage);
     const live = this.#liveMessages(run, spec);
     const liveTokens = estimateMessagesTokens(live);
     const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
@@ -973,7 +999,7 @@ export class RunEngine {
       calledAs: call.tool,
       registry: this.#registry,
       agentId: spec.agentId,
-      allow: spec.tools,
+      allow: this.#allowed(spec),
       channel: this.#host.channel(),
       policy: spec.policy,
       schemaHash: def ? await schemaHash(def) : undefined,
