@@ -48,13 +48,13 @@ describe("issue 21 §10: a manifest for every turn, hashes for admins only", () 
     expect(turn.turn_id).toBe(`${id}:1:1`);
     expect(turn.manifest.notes).toContain(REFUSED_TURN_NOTE);
     expect(REFUSED_TURN_NOTE).toBe("refused before the model call: REFUSE_SYSTEM_PROMPT; no request was sent");
-    expect(turn.manifest.stack.map((e: { layer: string }) => e.layer)).toEqual(["L1", "L2", "L3", "L4", "L6"]);
+    expect(turn.manifest.stack.map((e: { layer: string }) => e.layer)).toEqual(["L1", "L2", "L3", "L4", "L5", "L6"]);
     expect(turn.manifest.stack_sha256).toMatch(/^[0-9a-f]{64}$/);
     const completed = detail.events.find((e: { event_type: string }) => e.event_type === "run.completed");
     expect(completed.payload.refused).toBe("REFUSE_SYSTEM_PROMPT");
 
     const hashes = manifestHashes(detail);
-    expect(hashes).toHaveLength(6);
+    expect(hashes).toHaveLength(7); // six layers (L5 is the scratch task, issue 21 §7) and stack_sha256
     expect(leaked(await callerTexts(app, id), hashes)).toEqual([]);
   });
 

@@ -6,13 +6,13 @@
  * Time is advanced by moving the stored `rotated_at` back.
  */
 import { env } from "cloudflare:workers";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { signWebhook, webhookKey } from "../src/channels/standard-webhooks";
 import { secretValuesFromEnv } from "../src/security/redact";
 import { envWithStoredSecrets, forgetStoredSecrets } from "../src/security/stored-secrets";
 import { forgetAdminGenerations } from "../src/storage/admin-generation";
 import { runConfig, uniqueHost } from "./support/config";
-import { ADMIN, appFor, call } from "./support/runs";
+import { ADMIN, appFor, call, until } from "./support/runs";
 
 const label = () => crypto.randomUUID().slice(0, 8);
 
@@ -35,6 +35,18 @@ afterEach(async () => {
   forgetAdminGenerations();
   forgetStoredSecrets();
 });
+
+// Every accepted webhook starts a run that finishes (and logs) after its test returns. Wait until the run index
+// has been still for a while, so no run is left logging when the file's environment is torn down.
+afterAll(async () => {
+  let last = -1;
+  let stableSince = Date.now();
+  await until(async () => {
+    const row = await env.DB.prepare("SELECT count(*) AS n FROM runs").first<{ n: number }>();
+    if (row?.n !== last) [last, stableSince] = [row?.n ?? 0, Date.now()];
+    return Date.now() - stableSince > 2_500;
+  }, 20_000);
+}, 30_000);
 
 /** Moves the stored rotation time back by `seconds` (as if that much time had passed), and drops the isolate's copy. */
 async function age(name: string, seconds: number): Promise<void> {

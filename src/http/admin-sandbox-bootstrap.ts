@@ -8,7 +8,6 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { resolveAgentModel } from "../config/model-ref";
 import {
-  CALLBACK_CLIENT,
   OPENCODE_CONFIG_PATHS,
   OPENCODE_START,
   opencodeConfig,
@@ -17,6 +16,7 @@ import {
   toOpencodeModelId,
   toolFiles,
 } from "../sandbox/bootstrap";
+import { CALLBACK_CLIENT } from "../sandbox/callback-client";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import { isAllowlisted } from "../tools/policy";

@@ -1,10 +1,10 @@
 /**
- * Issue 21 §6: the callback client the sandbox bootstrap ships (src/sandbox/bootstrap.ts CALLBACK_CLIENT), run
+ * Issue 21 §6: the callback client the sandbox bootstrap ships (src/sandbox/callback-client.ts), run
  * as the sandbox runs it (plain JavaScript in Node), against a scripted fetch: transport failures and 5xx are
  * retried with the SAME tool_call_id, at most 5 times (6 attempts), with exponential backoff; a 4xx is not retried.
  */
 import { describe, expect, it } from "vitest";
-import { CALLBACK_CLIENT } from "../../src/sandbox/bootstrap";
+import { CALLBACK_CLIENT } from "../../src/sandbox/callback-client.ts";
 
 type Step = Response | Error;
 
