@@ -3,7 +3,11 @@
 -- AES-256-GCM encrypted with SECRETS_ENCRYPTION_KEY like admin secrets (src/security/secrets-store.ts),
 -- the scope and key bound as additional data. They reach the session's sandbox only through the admin
 -- sandbox bootstrap (`env`); the model is told the key names, never the values.
-ALTER TABLE env_requests ADD COLUMN fulfilled_at TEXT;  -- ISO 8601 UTC, set when status becomes 'fulfilled'
+-- When a request became 'fulfilled' (a table of its own, so env_requests keeps its columns).
+CREATE TABLE env_request_fulfilments (
+  request_id TEXT PRIMARY KEY,        -- env_requests.id
+  fulfilled_at TEXT NOT NULL          -- ISO 8601 UTC
+);
 -- Newest first, per session (the admin list's session filter and the run's "keys now available" note).
 CREATE INDEX env_requests_by_session ON env_requests (session_id, status, created_at);
 

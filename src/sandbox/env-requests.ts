@@ -52,7 +52,8 @@ const toRecord = (r: Row): EnvRequestRecord => ({
   fulfilled_at: r.fulfilled_at,
 });
 
-const COLUMNS = "id, agent_id, session_id, run_id, keys, status, created_at, fulfilled_at";
+const COLUMNS = "r.id, r.agent_id, r.session_id, r.run_id, r.keys, r.status, r.created_at, f.fulfilled_at";
+const FROM = "env_requests r LEFT JOIN env_request_fulfilments f ON f.request_id = r.id";
 
 /** Requests newest first (created_at, then id, descending), filtered, after a keyset cursor. */
 export async function listEnvRequests(
@@ -67,10 +68,10 @@ export async function listEnvRequests(
 ): Promise<EnvRequestRecord[]> {
   const rows = await db
     .prepare(
-      `SELECT ${COLUMNS} FROM env_requests
-       WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR status = ?3)
-         AND (?4 IS NULL OR (created_at, id) < (?4, ?5))
-       ORDER BY created_at DESC, id DESC LIMIT ?6`,
+      `SELECT ${COLUMNS} FROM ${FROM}
+       WHERE (?1 IS NULL OR r.agent_id = ?1) AND (?2 IS NULL OR r.session_id = ?2) AND (?3 IS NULL OR r.status = ?3)
+         AND (?4 IS NULL OR (r.created_at, r.id) < (?4, ?5))
+       ORDER BY r.created_at DESC, r.id DESC LIMIT ?6`,
     )
     .bind(f.agentId ?? null, f.sessionId ?? null, f.status ?? null, f.after?.[0] ?? null, f.after?.[1] ?? null, f.limit)
     .all<Row>();
@@ -79,7 +80,7 @@ export async function listEnvRequests(
 
 /** One request, or null. */
 export async function getEnvRequest(db: D1Database, requestId: string): Promise<EnvRequestRecord | null> {
-  const row = await db.prepare(`SELECT ${COLUMNS} FROM env_requests WHERE id = ?1`).bind(requestId).first<Row>();
+  const row = await db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE r.id = ?1`).bind(requestId).first<Row>();
   return row ? toRecord(row) : null;
 }
 
@@ -123,8 +124,13 @@ export async function fulfilEnvRequest(
   }
   writes.push(
     db
-      .prepare("UPDATE env_requests SET status = 'fulfilled', fulfilled_at = ?2 WHERE id = ?1 AND status = 'open'")
+      .prepare(
+        `INSERT INTO env_request_fulfilments (request_id, fulfilled_at)
+         SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM env_requests WHERE id = ?1 AND status = 'open')`,
+      )
       .bind(req.request_id, at),
+    // Last: the writes above ran only while the request was open; this moves it to fulfilled.
+    db.prepare("UPDATE env_requests SET status = 'fulfilled' WHERE id = ?1 AND status = 'open'").bind(req.request_id),
   );
   const results = await db.batch(writes);
   return results[results.length - 1]?.meta.changes === 1;
@@ -133,7 +139,7 @@ export async function fulfilEnvRequest(
 /** The key names of the session's fulfilled requests, in request order (what the model is told). */
 export async function fulfilledKeyNames(db: D1Database, sessionId: string): Promise<string[]> {
   const rows = await db
-    .prepare("SELECT keys FROM env_requests WHERE session_id = ?1 AND status = 'fulfilled' ORDER BY fulfilled_at, id")
+    .prepare(`SELECT r.keys FROM ${FROM} WHERE r.session_id = ?1 AND r.status = 'fulfilled' ORDER BY f.fulfilled_at, r.id`)
     .bind(sessionId)
     .all<{ keys: string }>();
   const names = rows.results.flatMap((r) => (JSON.parse(r.keys) as RequestedKey[]).map((k) => k.key));
