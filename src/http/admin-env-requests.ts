@@ -8,6 +8,7 @@
  * is told the key names in L6 of the session's later runs (docs/tools.md "Environment requests", D-045).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { GATEWAY_AUDIT_AGENT } from "../config/schema";
 import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../sandbox/env-requests";
 import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../security/secrets-store";
 import { requireScope } from "./auth";
@@ -160,8 +161,22 @@ export function adminEnvRequestRoutes(): OpenAPIHono<AppEnv> {
     }));
     if (!(await fulfilEnvRequest(c.env.DB, key, req, values, new Date())))
       throw new GatewayError("conflict", `env request ${request_id} is already fulfilled`);
-    // Names only: a value never reaches a log line.
-    c.get("logger").log("info", "admin.env_request", { request_id, action: "fulfilled", keys: values.map((v) => v.key) });
+    // Names only: a value never reaches a log line or the audit stream.
+    const keys = values.map((v) => v.key);
+    c.get("logger").log("info", "admin.env_request", { request_id, action: "fulfilled", keys });
+    const sessionKey = `agent:${GATEWAY_AUDIT_AGENT}:main`;
+    const persisted = values.filter((v) => v.persist).map((v) => v.key);
+    await c.env.SESSIONS.getByName(sessionKey).recordAuditEvent(
+      { sessionKey, agentId: GATEWAY_AUDIT_AGENT },
+      "env_request.fulfilled",
+      "admin",
+      {
+        request_id,
+        session_id: req.session_id,
+        keys,
+        persisted,
+      },
+    );
     return c.json((await getEnvRequest(c.env.DB, request_id)) as EnvRequestRecord, 200);
   });
   return app;
