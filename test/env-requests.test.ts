@@ -226,7 +226,7 @@ describe("ISSUE21-2 environment requests can be fulfilled", () => {
     expect(boot.body.env.APP_MODE).toBe(MODE);
   });
 
-  it("ISSUE21-2 errors: missing keys → 400 naming them, unrequested key → 400, unknown request → 404, second submit → 409, API token → 403", async () => {
+  it("ISSUE21-2 errors: missing keys → 400 naming them, unrequested key → 400, unknown request → 404, second submit → 409, API token → 403; audited with key names only", async () => {
     const host = uniqueHost("script");
     const agentId = `enverr-${crypto.randomUUID().slice(0, 8)}`;
     await scriptProvider(host, [askForEnv, { content: "asked" }]);
@@ -303,6 +303,32 @@ describe("ISSUE21-2 environment requests can be fulfilled", () => {
     );
     expect(again.status).toBe(409);
     expect(again.body).toEqual({ error: { code: "conflict", message: `env request ${request.request_id} is already fulfilled` } });
+    // Audited once in the gateway's stream, key names only.
+    const audited = async () => {
+      const res = await call(
+        app,
+        "GET",
+        `/api/admin/audit?agent_id=gateway&date=${new Date().toISOString().slice(0, 10)}`,
+        undefined,
+        ADMIN,
+      );
+      return res.status === 200
+        ? res.text
+            .split("\n")
+            .filter(Boolean)
+            .map((l) => JSON.parse(l))
+            .filter((e) => e.event_type === "env_request.fulfilled" && e.payload.request_id === request.request_id)
+        : [];
+    };
+    await until(async () => (await audited()).length === 1, 15_000);
+    const [event] = await audited();
+    expect(event).toMatchObject({ actor: "admin", agent_id: "gateway", event_type: "env_request.fulfilled" });
+    expect(event.payload).toEqual({
+      request_id: request.request_id,
+      session_id: first.session_id,
+      keys: ["DATABASE_URL", "APP_MODE"],
+      persisted: [],
+    });
     // The first submission's value stands.
     const boot = await call(app, "POST", `/api/admin/sessions/${first.session_id}/sandbox-bootstrap`, {}, ADMIN);
     expect(boot.body.env.DATABASE_URL).toBe(DB_URL);
