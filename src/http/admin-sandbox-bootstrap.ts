@@ -17,6 +17,8 @@ import {
   toolFiles,
 } from "../sandbox/bootstrap";
 import { CALLBACK_CLIENT } from "../sandbox/callback-client";
+import { sessionEnvValues } from "../sandbox/env-requests";
+import { secretsKey } from "../security/secrets-store";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import { isAllowlisted } from "../tools/policy";
@@ -36,7 +38,12 @@ const Bootstrap = z
     expires_at: z.string(),
     env: z
       .object({ PROLIFERATE_GATEWAY_URL: z.string(), PROLIFERATE_SESSION_ID: z.string(), SANDBOX_MCP_AUTH_TOKEN: z.string() })
-      .openapi({ description: "S5 §6.4: set in the sandbox runtime before OpenCode starts" }),
+      .catchall(z.string())
+      .openapi({
+        description:
+          "S5 §6.4: set in the sandbox runtime before OpenCode starts. Also the values submitted for the session's environment requests " +
+          "(POST /api/admin/env-requests/{request_id}/values; the agent's persisted ones, then the session's own), which never override the three above",
+      }),
     tools: z.array(z.string()).openapi({ description: "The tools the files below provide" }),
     files: z
       .array(z.object({ path: z.string(), content: z.string() }))
@@ -80,6 +87,12 @@ function bootstrapTools(allow: readonly string[], setup: boolean): ToolDefinitio
   );
 }
 
+/** The values submitted for the session's env requests (issue 21 §2); none without SECRETS_ENCRYPTION_KEY. */
+async function requestedEnv(env: AppEnv["Bindings"], agentId: string, sessionId: string): Promise<Record<string, string>> {
+  const key = await secretsKey(env.SECRETS_ENCRYPTION_KEY);
+  return key ? sessionEnvValues(env.DB, key, agentId, sessionId) : {};
+}
+
 /** The sandbox bootstrap route. */
 export function adminSandboxBootstrapRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -104,6 +117,7 @@ export function adminSandboxBootstrapRoutes(): OpenAPIHono<AppEnv> {
         token_id: minted.token_id,
         expires_at: minted.expires_at,
         env: {
+          ...(await requestedEnv(c.env, owner.agentId, session_id)),
           [SANDBOX_ENV.gatewayUrl]: new URL(c.req.url).origin,
           [SANDBOX_ENV.sessionId]: session_id,
           [SANDBOX_ENV.token]: minted.token,

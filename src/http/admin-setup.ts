@@ -9,7 +9,8 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { buildRunSpec } from "../runs/spec";
-import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
+import { findSessionKey } from "../sessions/index-d1";
+import { AGENT_ID, formatSessionKey, parseSessionKey, SESSION_ID, sessionObjectName } from "../sessions/keys";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
@@ -22,10 +23,16 @@ export const SetupSessionRequest = z
   .strictObject({
     agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
     message: z.string().min(1).max(100_000),
+    session_id: z.string().regex(SESSION_ID, "a session id (ses_…)").optional().openapi({
+      description:
+        "Continue this setup session (one an admin started for the same agent) with a next message instead of starting a new one",
+    }),
   })
   .openapi("SetupSessionRequest");
 
-const SetupSessionQueued = z.object({ id: z.string(), status: z.literal("queued"), session_key: z.string() }).openapi("SetupSessionQueued");
+const SetupSessionQueued = z
+  .object({ id: z.string(), status: z.literal("queued"), session_key: z.string(), session_id: z.string() })
+  .openapi("SetupSessionQueued");
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
@@ -40,10 +47,30 @@ const startSetup = createRoute({
     400: { description: "Invalid request", content: json(ErrorEnvelope) },
     401: { description: "Missing or invalid token", content: json(ErrorEnvelope) },
     403: { description: "Not an admin token", content: json(ErrorEnvelope) },
-    404: { description: "Unknown agent", content: json(ErrorEnvelope) },
+    404: { description: "Unknown agent, or no admin setup session `session_id` of that agent", content: json(ErrorEnvelope) },
+    410: { description: "`session_id` is an archived generation", content: json(ErrorEnvelope) },
     429: { description: "Too many approvals pending for the agent", content: json(ErrorEnvelope) },
   },
 });
+
+/**
+ * Issue 21 §2: the key of the admin setup session `sessionId` of `agentId`, to post its next message (a setup
+ * session can continue after `request_env_variables`). 404 unless it is one an admin started for that agent
+ * (an API caller's session cannot be taken over), 410 for an archived generation.
+ */
+async function existingSetupKey(env: AppEnv["Bindings"], agentId: string, sessionId: string): Promise<string> {
+  const owner = await findSessionKey(env.DB, sessionId);
+  const parsed = owner ? parseSessionKey(owner.sessionKey) : undefined;
+  const k = parsed?.ok ? parsed.key : undefined;
+  const adminKey = k && k.kind !== "main" && k.channel === "admin" && k.accountId === "operator" && k.scope === "run";
+  if (!owner || owner.agentId !== agentId || !adminKey)
+    throw new GatewayError("resource.not_found", `no admin setup session ${sessionId} of agent "${agentId}"`);
+  const info = await env.SESSIONS.getByName(owner.sessionKey).sessionInfo(owner);
+  if (info.sessionType !== "setup")
+    throw new GatewayError("resource.not_found", `no admin setup session ${sessionId} of agent "${agentId}"`);
+  if (info.sessionId !== sessionId) throw new GatewayError("gone", `session ${sessionId} was archived`);
+  return owner.sessionKey;
+}
 
 /** The admin's setup-session route. */
 export function adminSetupRoutes(): OpenAPIHono<AppEnv> {
@@ -58,10 +85,11 @@ export function adminSetupRoutes(): OpenAPIHono<AppEnv> {
       key: ADMIN_CALLER_KEY,
       maxPending: approvals.maxPendingPerCaller,
     });
-    const nonce = crypto.randomUUID().replaceAll("-", "");
-    const key = parseSessionKey(`agent:${body.agent_id}:admin:operator:run:${nonce}`);
+    const sessionKey = body.session_id
+      ? await existingSetupKey(c.env, body.agent_id, body.session_id)
+      : `agent:${body.agent_id}:admin:operator:run:${crypto.randomUUID().replaceAll("-", "")}`;
+    const key = parseSessionKey(sessionKey);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
-    const sessionKey = formatSessionKey(key.key);
     const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
     const queued = await session.enqueueMessage(
       { sessionKey, agentId: body.agent_id, sessionType: "setup" },
@@ -72,7 +100,10 @@ export function adminSetupRoutes(): OpenAPIHono<AppEnv> {
         spec: { ...buildRunSpec(config, body.agent_id, "http", c.get("configSource")), caller: ADMIN_CALLER_KEY },
       },
     );
-    return c.json({ id: queued.runId, status: "queued" as const, session_key: sessionKey }, 202);
+    return c.json(
+      { id: queued.runId, status: "queued" as const, session_key: formatSessionKey(key.key), session_id: queued.sessionId },
+      202,
+    );
   });
   return app;
 }

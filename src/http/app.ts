@@ -21,6 +21,7 @@ import { envWithStoredSecrets } from "../security/stored-secrets";
 import { adminApprovalRoutes } from "./admin-approvals";
 import { adminAuditRoutes } from "./admin-audit";
 import { adminConfigRoutes } from "./admin-config";
+import { adminEnvRequestRoutes } from "./admin-env-requests";
 import { adminJobRoutes } from "./admin-jobs";
 import { adminSandboxBootstrapRoutes } from "./admin-sandbox-bootstrap";
 import { adminSessionRoutes } from "./admin-sessions";
@@ -180,6 +181,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
   app.route("/", adminJobRoutes());
   app.route("/", adminSessionRoutes());
   app.route("/", adminSandboxBootstrapRoutes());
+  app.route("/", adminEnvRequestRoutes());
   app.route("/", adminSnapshotRoutes());
   app.route("/", adminSetupRoutes());
   app.route("/", adminSystemPromptRoutes());

@@ -82,6 +82,8 @@ export interface LogEvents {
   };
   /** An admin stored, replaced or deleted a secret (its name only, never the value). */
   "admin.secret": { name: string; action: "created" | "replaced" | "deleted" };
+  /** Issue 21 §2: key names only, never a value. */
+  "admin.env_request": { request_id: string; action: "fulfilled"; keys: string[] };
   /** An admin posted a configuration version (its hash, never its content). */
   "admin.config": { version: number; sha256: string };
   /** The newest posted config version is not in force (superseded by a deploy, or no longer valid), or D1 was unreadable. */

@@ -37,7 +37,7 @@ export type HistoryMessage = z.infer<typeof HistoryMessage>;
 
 /** User-derived context that goes inside L6, before the user's message (DESIGN "Retrieved memory"). */
 export const L6Context = z.strictObject({
-  kind: z.enum(["retrieved_memory", "compaction_summary", "automation_run"]),
+  kind: z.enum(["retrieved_memory", "compaction_summary", "automation_run", "env_available"]),
   text: z.string().min(1),
   /** The memory items the block holds (S4 §5 ids), named in the manifest's note. */
   ids: z.array(z.string().min(1)).max(20).optional(),
@@ -93,6 +93,8 @@ const CONTEXT_HEADERS = {
   compaction_summary: ["=== CONVERSATION_SUMMARY ===", "=== END_CONVERSATION_SUMMARY ==="],
   // A job run's own id, which `automation.complete` must name (issue 21 §1).
   automation_run: ["=== AUTOMATION_RUN ===", "=== END_AUTOMATION_RUN ==="],
+  // The names (never values) of environment variables an admin supplied for this session (issue 21 §2).
+  env_available: ["=== ENVIRONMENT_AVAILABLE ===", "=== END_ENVIRONMENT_AVAILABLE ==="],
 } as const;
 
 /** A user-derived context block as it appears inside L6, with its marker lines. */

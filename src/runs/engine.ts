@@ -43,6 +43,7 @@ import { hasServiceCommands } from "../storage/setup-records";
 import type { Sql } from "../storage/sql";
 import { clampTimeout, ToolRequest, ToolResponse } from "../tools/envelope";
 import "../tools/builtin";
+import { envAvailableText, fulfilledKeyNames } from "../sandbox/env-requests";
 import { honeypotArgs } from "../tools/builtin/message";
 import { checkHoneypot, honeypotRecipient, releaseHoneypotSend, reserveHoneypotSend, sendCertainlyFailed } from "../tools/honeypot";
 import { decide, type GateDecision } from "../tools/policy";
@@ -441,7 +442,9 @@ export class RunEngine {
     const memory = this.#host.retrieveMemory?.(userMessage, spec.memory) ?? null;
     const memoryContext = memory ? [{ kind: "retrieved_memory" as const, text: memory.text, ids: memory.ids }] : [];
     // Issue 21 §1: a job run is told its own id inside L6 (user-derived context), for automation.complete.
-    const automationContext = run.source === "job" ? [{ kind: "automation_run" as const, text: automationRunContext(run.id) }] : [];
+    const jobContext = run.source === "job" ? [{ kind: "automation_run" as const, text: automationRunContext(run.id) }] : [];
+    // Issue 21 §2: the key names of fulfilled env requests (values go to the sandbox only, never the prompt).
+    const automationContext = [...jobContext, ...(await this.#envAvailable())];
     const base = {
       l6Context: [...automationContext, ...memoryContext],
       agentId: spec.agentId,
@@ -456,6 +459,12 @@ export class RunEngine {
       task: await this.#taskMode(run, spec),
     };
     return { offered, policy, recovery, base, memory, automationContext, memoryContext };
+  }
+
+  /** The L6 note naming the environment variables supplied for this session, if any. */
+  async #envAvailable(): Promise<{ kind: "env_available"; text: string }[]> {
+    const names = await fulfilledKeyNames(this.#host.env.DB, this.#host.session().sessionId);
+    return names.length > 0 ? [{ kind: "env_available", text: envAvailableText(names) }] : [];
   }
 
   /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */

@@ -153,6 +153,16 @@ export async function decryptAllSecrets(db: D1Database, key: CryptoKey): Promise
   return secrets;
 }
 
+/** Encrypts a value kept outside `admin_secrets` (env-request values), bound to `name` as additional data. */
+export function sealValue(key: CryptoKey, name: string, value: string): Promise<{ iv: string; ciphertext: string }> {
+  return encrypt(key, name, null, value);
+}
+
+/** The plaintext of what `sealValue` stored under `name`; null when it does not authenticate. */
+export function openValue(key: CryptoKey, name: string, iv: string, ciphertext: string): Promise<string | null> {
+  return decryptValue(key, name, null, iv, ciphertext);
+}
+
 interface StoredRow {
   name: string;
   iv: string;
