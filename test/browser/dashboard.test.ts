@@ -385,6 +385,57 @@ describe("admin dashboard in Chromium", () => {
     await expectCleanPage();
   });
 
+  it("a session's detail lists its key's generations: after /new the archived one and the current one, each with its status", async () => {
+    await begin("generations");
+    await ensureSignedIn();
+    phase = "generations";
+    const runId = await sendChat("browser-generations", "Hello before /new");
+    await expect
+      .poll(async () => ((await (await gw().api(`/v1/runs/${runId}`)).json()) as { status: string }).status, {
+        timeout: 60_000,
+        interval: 250,
+        message: `the status of run ${runId}`,
+      })
+      .toBe("completed");
+
+    // /new through the API (api scope): answered at once, naming the archived generation and the new one.
+    const res = await gw().api("/v1/chat/messages", {
+      method: "POST",
+      body: JSON.stringify({ user_id: "browser-test", room_id: "browser-generations", agent_id: "main", message: "/new" }),
+    });
+    const answer = (await res.json()) as { response: string; session_id: string };
+    expect(res.status, JSON.stringify(answer)).toBe(200);
+    const archived = /\(([^)]+)\) is archived/.exec(answer.response)?.[1] as string;
+    expect(archived).toBeTruthy();
+    const current = answer.session_id;
+    expect(current).not.toBe(archived);
+
+    await openView("sessions");
+    await page.evaluate(
+      (hash) => {
+        (globalThis as unknown as { location: { hash: string } }).location.hash = hash;
+      },
+      `#/sessions/${encodeURIComponent(archived)}`,
+    );
+    await visible(page.locator("#session-detail"), "#session-detail");
+    const generations = page.locator("details#generations");
+    await visible(generations, "details#generations");
+    await generations.locator("summary").click();
+    const items = generations.locator("li[data-session-id]");
+    const listed = () =>
+      items.evaluateAll((lis) => lis.map((li) => `${li.getAttribute("data-session-id")}:${li.getAttribute("data-status")}`));
+    await expect
+      .poll(listed, { timeout: 15_000, message: "the generations in details#generations" })
+      .toEqual([`${current}:current`, `${archived}:archived`]);
+    expect(await textOf(generations.locator(`li[data-session-id="${current}"]`))).toContain("current");
+    expect(await textOf(generations.locator(`li[data-session-id="${archived}"]`))).toContain("archived");
+    // The current generation links to its own transcript; the one shown is not a link.
+    await visible(generations.locator(`li[data-session-id="${current}"] a`), "the link to the current generation");
+    expect(await generations.locator(`li[data-session-id="${archived}"] a`).count()).toBe(0);
+    await shot("generations", "01-session-generations");
+    await expectCleanPage();
+  });
+
   it("a config edit that breaks the schema is refused: the page lists the problem by path, and the config in force is unchanged", async () => {
     await begin("config");
     await ensureSignedIn();
