@@ -23,7 +23,7 @@ import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGa
 /** The scenario under way, for the screenshot a failure leaves: test-results/screenshots/<scenario>-failed.png. */
 let scenario = "start";
 
-const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets"] as const;
+const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env"] as const;
 /** The run statuses the runs table shows (RunSchema in src/http/runs.ts). */
 type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
@@ -433,6 +433,22 @@ describe("admin dashboard in Chromium", () => {
     await visible(generations.locator(`li[data-session-id="${current}"] a`), "the link to the current generation");
     expect(await generations.locator(`li[data-session-id="${archived}"] a`).count()).toBe(0);
     await shot("generations", "01-session-generations");
+    await expectCleanPage();
+  });
+
+  it("the env requests view lists the gateway's requests: none yet, so its empty state", async () => {
+    // The offline model never calls request_env_variables and the browser gateway gives no D1 access, so no
+    // request can be made here: the values form is covered by the workers tests of the API, not in the browser.
+    await begin("env");
+    await ensureSignedIn();
+    phase = "env";
+    const listed = (await (await gw().admin("/api/admin/env-requests")).json()) as { env_requests: unknown[] };
+    expect(listed.env_requests).toEqual([]);
+    await openView("env");
+    await visible(page.locator("table#env-requests-table"), "table#env-requests-table");
+    await visible(page.locator("#env-requests-empty"), "#env-requests-empty");
+    expect(await page.locator("table#env-requests-table tr[data-request-id]").count()).toBe(0);
+    await shot("env", "01-empty");
     await expectCleanPage();
   });
 
