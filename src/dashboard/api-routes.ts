@@ -25,6 +25,8 @@ export const ADMIN_API = {
   secrets: { method: "GET", path: "/api/admin/secrets" },
   putSecret: { method: "POST", path: "/api/admin/secrets" },
   deleteSecret: { method: "DELETE", path: "/api/admin/secrets/{name}" },
+  envRequests: { method: "GET", path: "/api/admin/env-requests" },
+  submitEnvValues: { method: "POST", path: "/api/admin/env-requests/{request_id}/values" },
 } as const satisfies Record<string, ApiRoute>;
 
 /** The one document the API reference page reads (it sends "try it" requests to the operations it lists). */

@@ -23,7 +23,7 @@ import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGa
 /** The scenario under way, for the screenshot a failure leaves: test-results/screenshots/<scenario>-failed.png. */
 let scenario = "start";
 
-const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets"] as const;
+const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env"] as const;
 /** The run statuses the runs table shows (RunSchema in src/http/runs.ts). */
 type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
@@ -382,6 +382,73 @@ describe("admin dashboard in Chromium", () => {
     );
     const approval = (await (await gw().admin(`/api/admin/approvals/${approvalId}`)).json()) as { status: string };
     expect(approval.status).toBe("approved");
+    await expectCleanPage();
+  });
+
+  it("a session's detail lists its key's generations: after /new the archived one and the current one, each with its status", async () => {
+    await begin("generations");
+    await ensureSignedIn();
+    phase = "generations";
+    const runId = await sendChat("browser-generations", "Hello before /new");
+    await expect
+      .poll(async () => ((await (await gw().api(`/v1/runs/${runId}`)).json()) as { status: string }).status, {
+        timeout: 60_000,
+        interval: 250,
+        message: `the status of run ${runId}`,
+      })
+      .toBe("completed");
+
+    // /new through the API (api scope): answered at once, naming the archived generation and the new one.
+    const res = await gw().api("/v1/chat/messages", {
+      method: "POST",
+      body: JSON.stringify({ user_id: "browser-test", room_id: "browser-generations", agent_id: "main", message: "/new" }),
+    });
+    const answer = (await res.json()) as { response: string; session_id: string };
+    expect(res.status, JSON.stringify(answer)).toBe(200);
+    const archived = /\(([^)]+)\) is archived/.exec(answer.response)?.[1] as string;
+    expect(archived).toBeTruthy();
+    const current = answer.session_id;
+    expect(current).not.toBe(archived);
+
+    await openView("sessions");
+    await page.evaluate(
+      (hash) => {
+        (globalThis as unknown as { location: { hash: string } }).location.hash = hash;
+      },
+      `#/sessions/${encodeURIComponent(archived)}`,
+    );
+    await visible(page.locator("#session-detail"), "#session-detail");
+    const generations = page.locator("details#generations");
+    await visible(generations, "details#generations");
+    await generations.locator("summary").click();
+    const items = generations.locator("li[data-session-id]");
+    const listed = () =>
+      items.evaluateAll((lis) => lis.map((li) => `${li.getAttribute("data-session-id")}:${li.getAttribute("data-status")}`));
+    await expect
+      .poll(listed, { timeout: 15_000, message: "the generations in details#generations" })
+      .toEqual([`${current}:current`, `${archived}:archived`]);
+    expect(await textOf(generations.locator(`li[data-session-id="${current}"]`))).toContain("current");
+    expect(await textOf(generations.locator(`li[data-session-id="${archived}"]`))).toContain("archived");
+    // The current generation links to its own transcript; the one shown is not a link.
+    await visible(generations.locator(`li[data-session-id="${current}"] a`), "the link to the current generation");
+    expect(await generations.locator(`li[data-session-id="${archived}"] a`).count()).toBe(0);
+    await shot("generations", "01-session-generations");
+    await expectCleanPage();
+  });
+
+  it("the env requests view lists the gateway's requests: none yet, so its empty state", async () => {
+    // The offline model never calls request_env_variables and the browser gateway gives no D1 access, so no
+    // request can be made here: the values form is covered by the workers tests of the API, not in the browser.
+    await begin("env");
+    await ensureSignedIn();
+    phase = "env";
+    const listed = (await (await gw().admin("/api/admin/env-requests")).json()) as { env_requests: unknown[] };
+    expect(listed.env_requests).toEqual([]);
+    await openView("env");
+    await visible(page.locator("table#env-requests-table"), "table#env-requests-table");
+    await visible(page.locator("#env-requests-empty"), "#env-requests-empty");
+    expect(await page.locator("table#env-requests-table tr[data-request-id]").count()).toBe(0);
+    await shot("env", "01-empty");
     await expectCleanPage();
   });
 

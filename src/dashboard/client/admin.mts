@@ -15,6 +15,7 @@ import { approvalsView } from "./approvals.mts";
 import { auditView } from "./audit.mts";
 import { configView } from "./config.mts";
 import { byId } from "./dom.mts";
+import { envView } from "./env.mts";
 import { jobsView } from "./jobs.mts";
 import { runsView } from "./runs.mts";
 import { secretsView } from "./secrets.mts";
@@ -30,6 +31,7 @@ const VIEWS: Record<string, { factory: ViewFactory; errorId?: string }> = {
   audit: { factory: auditView },
   config: { factory: configView },
   secrets: { factory: secretsView, errorId: "secret-error" },
+  env: { factory: envView },
 };
 
 const token = {
