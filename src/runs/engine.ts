@@ -178,6 +178,8 @@ export class RunEngine {
   readonly #controllers = new Map<string, AbortController>();
   /** Whether the agent of the run executing now is configured (L5 coding vs scratch), by run id. */
   readonly #configured = new Map<string, boolean>();
+  /** The env key names fulfilled for the session, read once per run (not per round): the run's next rounds reuse them. */
+  readonly #envNames = new Map<string, string[]>();
 
   constructor(host: RunHost) {
     this.#host = host;
@@ -444,7 +446,7 @@ export class RunEngine {
     // Issue 21 §1: a job run is told its own id inside L6 (user-derived context), for automation.complete.
     const jobContext = run.source === "job" ? [{ kind: "automation_run" as const, text: automationRunContext(run.id) }] : [];
     // Issue 21 §2: the key names of fulfilled env requests (values go to the sandbox only, never the prompt).
-    const automationContext = [...jobContext, ...(await this.#envAvailable())];
+    const automationContext = [...jobContext, ...(await this.#envAvailable(run.id))];
     const base = {
       l6Context: [...automationContext, ...memoryContext],
       agentId: spec.agentId,
@@ -462,8 +464,13 @@ export class RunEngine {
   }
 
   /** The L6 note naming the environment variables supplied for this session, if any. */
-  async #envAvailable(): Promise<{ kind: "env_available"; text: string }[]> {
-    const names = await fulfilledKeyNames(this.#host.env.DB, this.#host.session().sessionId);
+  async #envAvailable(runId: string): Promise<{ kind: "env_available"; text: string }[]> {
+    let names = this.#envNames.get(runId);
+    if (names === undefined) {
+      names = await fulfilledKeyNames(this.#host.env.DB, this.#host.session().sessionId);
+      this.#envNames.clear(); // one run executes at a time: keep only its answer
+      this.#envNames.set(runId, names);
+    }
     return names.length > 0 ? [{ kind: "env_available", text: envAvailableText(names) }] : [];
   }
 
