@@ -19,13 +19,13 @@ import {
 import { CALLBACK_CLIENT } from "../sandbox/callback-client";
 import { sessionEnvValues } from "../sandbox/env-requests";
 import { secretsKey } from "../security/secrets-store";
-import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import { isAllowlisted } from "../tools/policy";
 import { type ToolDefinition, tools } from "../tools/registry";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+import { sessionById } from "./session-by-id";
 import { mintRecordedSandboxToken } from "./tool-callbacks";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
@@ -99,11 +99,10 @@ export function adminSandboxBootstrapRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(route, async (c) => {
     const { session_id } = c.req.valid("param");
     const config = c.get("config");
-    const owner = await findSessionKey(c.env.DB, session_id);
-    if (!owner) throw new GatewayError("resource.not_found", `no session ${session_id}`);
+    const { stub, ...owner } = await sessionById(c.env, session_id);
     const agent = Object.hasOwn(config.agents, owner.agentId) ? config.agents[owner.agentId] : undefined;
     if (!agent) throw new GatewayError("resource.not_found", `agent "${owner.agentId}" of session ${session_id} is not configured`);
-    const info = await c.env.SESSIONS.getByName(owner.sessionKey).sessionInfo(owner);
+    const info = await stub.sessionInfo(owner);
     if (info.sessionId !== session_id)
       throw new GatewayError("gone", `session ${session_id} was archived; bootstrap the current generation`);
     const body = (await c.req.json().catch(() => ({}))) as { ttl_seconds?: number };

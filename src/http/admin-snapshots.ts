@@ -5,13 +5,13 @@
  * session key, so a snapshot of another session is not found there, and restoring it there is refused.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import { type SessionSnapshot, snapshotKey } from "../tools/builtin/s5";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+import { sessionById } from "./session-by-id";
 
 const SNAPSHOT_ID = /^snap_[0-9a-f]{24}$/;
 
@@ -127,13 +127,6 @@ const restoreRoute = createRoute({
   },
 });
 
-/** The session key and agent a session_id belongs to; 404 when none. */
-async function owner(db: D1Database, sessionId: string): Promise<{ sessionKey: string; agentId: string }> {
-  const found = await findSessionKey(db, sessionId);
-  if (!found) throw new GatewayError("resource.not_found", `no session ${sessionId}`);
-  return found;
-}
-
 /** A stored snapshot of the agent, whichever session it belongs to, or null. */
 async function readSnapshot(bucket: R2Bucket, agentId: string, snapshotId: string): Promise<SessionSnapshot | null> {
   const object = await bucket.get(snapshotKey(agentId, snapshotId));
@@ -173,7 +166,7 @@ export function adminSnapshotRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(listRoute, async (c) => {
     const { session_id } = c.req.valid("param");
     const q = c.req.valid("query");
-    const { sessionKey, agentId } = await owner(c.env.DB, session_id);
+    const { sessionKey, agentId } = await sessionById(c.env, session_id);
     const pages = snapshotPages(sessionKey);
     const after = pages.after(q.cursor);
     const all = await listSnapshots(c.env.AUDIT, agentId, sessionKey);
@@ -183,7 +176,7 @@ export function adminSnapshotRoutes(): OpenAPIHono<AppEnv> {
   });
   app.openapi(getRoute, async (c) => {
     const { session_id, snapshot_id } = c.req.valid("param");
-    const { sessionKey, agentId } = await owner(c.env.DB, session_id);
+    const { sessionKey, agentId } = await sessionById(c.env, session_id);
     const snapshot = await readSnapshot(c.env.AUDIT, agentId, snapshot_id);
     if (!snapshot || snapshot.session_key !== sessionKey)
       throw new GatewayError("resource.not_found", `no snapshot ${snapshot_id} of session ${session_id}`);
@@ -191,7 +184,7 @@ export function adminSnapshotRoutes(): OpenAPIHono<AppEnv> {
   });
   app.openapi(restoreRoute, async (c) => {
     const { session_id, snapshot_id } = c.req.valid("param");
-    const { sessionKey, agentId } = await owner(c.env.DB, session_id);
+    const { sessionKey, agentId } = await sessionById(c.env, session_id);
     const snapshot = await readSnapshot(c.env.AUDIT, agentId, snapshot_id);
     if (!snapshot) throw new GatewayError("resource.not_found", `no snapshot ${snapshot_id}`);
     if (snapshot.session_key !== sessionKey)

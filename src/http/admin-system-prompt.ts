@@ -11,12 +11,12 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { MAX_INLINE_ROLE_CHARS } from "../prompts/assemble";
 import { redactText, secretValuesFromEnv } from "../security/redact";
-import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import type { SessionDO, StoredSystemPrompt, SystemPromptAnswer } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { sessionById } from "./session-by-id";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });
@@ -118,9 +118,8 @@ async function onSession(
   sessionId: string,
   op: (stub: DurableObjectStub<SessionDO>, identity: { sessionKey: string; agentId: string }) => Promise<unknown>,
 ) {
-  const owner = await findSessionKey(c.env.DB, sessionId);
-  if (!owner) throw new GatewayError("resource.not_found", `no session ${sessionId}`);
-  const answer = (await op(c.env.SESSIONS.getByName(owner.sessionKey), owner)) as SystemPromptAnswer;
+  const { stub, sessionKey, agentId } = await sessionById(c.env, sessionId);
+  const answer = (await op(stub, { sessionKey, agentId })) as SystemPromptAnswer;
   if (!answer.ok) throw new GatewayError("gone", `session ${sessionId} was archived; set the prompt on the current generation`);
   return view(sessionId, answer.prompt);
 }

@@ -19,7 +19,7 @@ import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../se
 import { recordMintedToken, revokeSandboxToken, sandboxTokenRevoked } from "../security/sandbox-token-store";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
-import type { SessionDO, ToolCallbackAnswer } from "../sessions/SessionDO";
+import type { ToolCallbackAnswer } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
 import { GatewayError } from "./errors";
 import {
@@ -30,6 +30,7 @@ import {
   requireJsonBody,
   withinJsonDepth,
 } from "./router";
+import { sessionById } from "./session-by-id";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });
@@ -143,16 +144,6 @@ export function requireSandbox(): MiddlewareHandler<AppEnv> {
   };
 }
 
-/** The SessionDO of a session id, through the D1 index of generations. */
-async function sessionStub(
-  env: Env,
-  sessionId: string,
-): Promise<{ stub: DurableObjectStub<SessionDO>; sessionKey: string; agentId: string }> {
-  const found = await findSessionKey(env.DB, sessionId);
-  if (!found) throw new GatewayError("resource.not_found", `no session ${sessionId}`);
-  return { stub: env.SESSIONS.getByName(found.sessionKey), ...found };
-}
-
 /**
  * Mints a sandbox token for `sessionId`, records its id in D1 (so it is revocable) and audits
  * `sandbox_token.minted`; 503 without a usable SANDBOX_TOKEN_SECRET, 404 for an unknown session.
@@ -168,7 +159,7 @@ export async function mintRecordedSandboxToken(
       "sandbox.unavailable",
       "sandbox tokens need the SANDBOX_TOKEN_SECRET secret (at least 32 characters), which is not set",
     );
-  const { stub, sessionKey, agentId } = await sessionStub(env, sessionId);
+  const { stub, sessionKey, agentId } = await sessionById(env, sessionId);
   const { token, claims } = await mintSandboxToken(secret, sessionId, Math.floor(Date.now() / 1000), ttlSeconds);
   const expiresAt = new Date(claims.exp * 1000).toISOString();
   await recordMintedToken(env.DB, { tokenId: claims.jti, sessionId, mintedAt: new Date(), expiresAtSeconds: claims.exp });
@@ -210,7 +201,7 @@ export function toolCallbackRoutes(): OpenAPIHono<AppEnv> {
     const { session_id, tool_name } = c.req.param() as { session_id: string; tool_name: string };
     const body = CallbackRequest.parse(await c.req.json());
     const config = c.get("config");
-    const { stub, agentId } = await sessionStub(c.env, session_id);
+    const { stub, agentId } = await sessionById(c.env, session_id);
     // The same policy a run of this agent gets; an agent no longer configured may run nothing.
     const spec = Object.hasOwn(config.agents, agentId) ? buildRunSpec(config, agentId, "sandbox") : null;
     const answer = (await stub.toolCallback(session_id, tool_name, body.tool_call_id, body.args, {
