@@ -28,6 +28,13 @@ const TOOL_CALLS_END = "<<<END_TOOL_CALLS_JSON>>>";
 const TRUNCATED_OK_RESULT = /^\{"id":"(?:[^"\\]|\\.)*","tool":"([^"\\]+)","ok":true,"output":/;
 /** What "write a file" writes: always the same file and text; `overwrite` so that asking twice succeeds twice. */
 export const WRITE_ARGS = { path: "notes/browser-test.txt", text: "written by the offline model", overwrite: true };
+/**
+ * What "environment variable" asks for (S5 `request_env_variables`, offered in setup sessions): always the same
+ * one secret key, so the dashboard's env view has a request to answer (docs/local-model.md).
+ */
+export const ENV_REQUEST_ARGS = {
+  keys: [{ key: "DEMO_API_KEY", type: "secret", required: true, description: "the demo service's API key" }],
+};
 /** Request bodies larger than this are refused (a local toy server; the gateway's contexts are far smaller). */
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -123,6 +130,8 @@ export function decide(messages) {
   }
   // A side effect (fs.write_text is `side_effect`, so the gateway asks a human first): the dashboard's approval flow.
   if (lower.includes("write a file")) return { tool: "fs.write_text", args: WRITE_ARGS };
+  // A setup session's request for values a person must supply: the dashboard's env view (issue 21 §2).
+  if (lower.includes("environment variable")) return { tool: "request_env_variables", args: ENV_REQUEST_ARGS };
   if (lower.includes("list files") || lower.includes("tool")) return { tool: "fs.list_dir", args: { path: "." } };
   if (lower.includes("fail")) return { tool: "fs.read_text", args: { path: "does-not-exist.txt" } };
   if (lower.includes("remember") || lower.includes("note")) {

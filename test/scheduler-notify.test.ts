@@ -110,6 +110,8 @@ describe("S3 §4 notify: webhook", () => {
         status: "completed",
         output: "pong",
         error: null,
+        // Issue 21 §1: a job run that never called automation.complete says so.
+        completion: { status: "missing" },
       },
     });
     expect(await notifyState("report")).toEqual({
@@ -212,6 +214,7 @@ describe("S3 §4 notify: webhook", () => {
       status: "failed",
       output: message,
       error: { code: "provider.unavailable", message },
+      completion: { status: "missing" },
     });
   });
 

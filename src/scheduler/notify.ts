@@ -16,7 +16,7 @@
  * retried until D1 takes it, and recorded as audit events.
  */
 import { postSignedWebhook, webhookKey } from "../channels/standard-webhooks";
-import { recordedCompletion } from "../runs/completion";
+import { type RunCompletion, recordedCompletion } from "../runs/completion";
 import { redactText } from "../security/redact";
 import type { Sql } from "../storage/sql";
 import { checkUrl } from "../tools/net-policy";
@@ -128,8 +128,8 @@ async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {
         status: row.run_status,
         output: redactText(row.run_output ?? "", host.secrets),
         error: runError(row.run_error, host.secrets),
-        // Issue 21 §1: the run's automation completion when it recorded one (absent: it ended without calling it).
-        ...completionField(host, row.run_id),
+        // Issue 21 §1: the run's automation completion, or `{status: "missing"}` when it ended without calling it.
+        completion: completionField(host, row.run_id),
       },
     });
   if (row.body === null) sql.run`UPDATE notify_outbox SET body = ${body} WHERE run_id = ${row.run_id}`;
@@ -164,10 +164,13 @@ async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {
   });
 }
 
-/** `{completion}` with the run's recorded completion (summary redacted), or nothing. */
-function completionField(host: NotifyHost, runId: string): { completion?: object } {
+/**
+ * The run's recorded completion (summary redacted); `missing` when there is none — only job runs are notified, and
+ * only once they have ended, so no completion by now means the run never called automation.complete.
+ */
+function completionField(host: NotifyHost, runId: string): RunCompletion {
   const c = recordedCompletion(host.sql, runId);
-  return c ? { completion: { ...c, summary: c.summary === null ? null : redactText(c.summary, host.secrets) } } : {};
+  return c ? { ...c, summary: c.summary === null ? null : redactText(c.summary, host.secrets) } : { status: "missing" };
 }
 
 /** A failed run's error as `{code, message}` (stored as JSON), redacted; null when the run did not fail. */

@@ -13,7 +13,8 @@
  * #signin-error`, `nav a[data-view]`, `button#signout`, `#status-model #status-provider`, `table#runs-table
  * tr[data-run-id] td.status`, `#run-detail ol#run-events > li[data-event-type]`, `table#approvals-table
  * tr[data-approval-id] td.tool button[data-action]`, `#approvals-empty`, `textarea#config-editor
- * button#config-save ul#config-errors > li #config-saved`.
+ * button#config-save ul#config-errors > li #config-saved`, `table#env-requests-table tr[data-request-id][data-status]
+ * form.env-values input[data-key] button[data-action=submit]`, `#env-requests-empty`.
  */
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
@@ -436,19 +437,74 @@ describe("admin dashboard in Chromium", () => {
     await expectCleanPage();
   });
 
-  it("the env requests view lists the gateway's requests: none yet, so its empty state", async () => {
-    // The offline model never calls request_env_variables and the browser gateway gives no D1 access, so no
-    // request can be made here: the values form is covered by the workers tests of the API, not in the browser.
+  it("env requests: empty at first; a setup session's request_env_variables shows as open, and its form sends the value once, leaving the request fulfilled", async () => {
     await begin("env");
     await ensureSignedIn();
     phase = "env";
-    const listed = (await (await gw().admin("/api/admin/env-requests")).json()) as { env_requests: unknown[] };
-    expect(listed.env_requests).toEqual([]);
+    const before = (await (await gw().admin("/api/admin/env-requests")).json()) as { env_requests: unknown[] };
+    expect(before.env_requests).toEqual([]);
     await openView("env");
     await visible(page.locator("table#env-requests-table"), "table#env-requests-table");
     await visible(page.locator("#env-requests-empty"), "#env-requests-empty");
     expect(await page.locator("table#env-requests-table tr[data-request-id]").count()).toBe(0);
     await shot("env", "01-empty");
+
+    // An admin setup session; the offline model answers "environment variable" with request_env_variables
+    // (docs/local-model.md, row 2b), a draft_only tool, so the run completes without an approval.
+    const started = await gw().admin("/api/admin/setup-sessions", {
+      method: "POST",
+      body: JSON.stringify({ agent_id: "main", message: "Ask me for an environment variable" }),
+    });
+    const setup = (await started.json()) as { id: string; session_id: string };
+    expect(started.status, JSON.stringify(setup)).toBe(202);
+    await expect
+      .poll(async () => ((await (await gw().admin(`/api/admin/runs/${setup.id}`)).json()) as { run: { status: string } }).run.status, {
+        timeout: 60_000,
+        interval: 250,
+        message: `the status of setup run ${setup.id}`,
+      })
+      .toBe("completed");
+    const open = (await (await gw().admin("/api/admin/env-requests")).json()) as {
+      env_requests: { request_id: string; session_id: string; run_id: string; status: string; keys: { key: string }[] }[];
+    };
+    expect(open.env_requests).toHaveLength(1);
+    const request = open.env_requests[0] as (typeof open.env_requests)[number];
+    expect(request).toMatchObject({ session_id: setup.session_id, run_id: setup.id, status: "open", keys: [{ key: "DEMO_API_KEY" }] });
+
+    await page.locator('.bar button[data-action="refresh"]').click();
+    const row = page.locator(`table#env-requests-table tr[data-request-id="${request.request_id}"]`);
+    await visible(row, `the row of ${request.request_id}`, 15_000);
+    expect(await row.getAttribute("data-status")).toBe("open");
+    expect(await page.locator("#env-requests-empty").isVisible()).toBe(false);
+    expect(await row.locator('ul.keys > li[data-key="DEMO_API_KEY"]').count()).toBe(1);
+    await shot("env", "02-open");
+
+    const value = "browser-test-value-8d1f";
+    const input = row.locator('form.env-values input[data-key="DEMO_API_KEY"]');
+    expect(await input.getAttribute("type")).toBe("password");
+    await input.fill(value);
+    const answer = page.waitForResponse(
+      (r) => new URL(r.url()).pathname === `/api/admin/env-requests/${request.request_id}/values` && r.request().method() === "POST",
+    );
+    await row.locator('form.env-values button[data-action="submit"]').click();
+    const response = await answer;
+    expect(response.status()).toBe(200);
+    const sent = JSON.parse(response.request().postData() ?? "null") as { values: { key: string; value: string }[] };
+    expect(sent).toEqual({ values: [{ key: "DEMO_API_KEY", value }] });
+    expect(await response.text()).not.toContain(value);
+
+    const fulfilledRow = page.locator(`table#env-requests-table tr[data-request-id="${request.request_id}"][data-status="fulfilled"]`);
+    await visible(fulfilledRow, `the fulfilled row of ${request.request_id}`);
+    expect(await fulfilledRow.locator("td.status").textContent()).toBe("fulfilled");
+    expect(await fulfilledRow.locator("form.env-values").count()).toBe(0);
+    expect(await page.content()).not.toContain(value);
+    await shot("env", "03-fulfilled");
+
+    const after = (await (await gw().admin("/api/admin/env-requests")).json()) as {
+      env_requests: { request_id: string; status: string }[];
+    };
+    expect(after.env_requests.map((r) => [r.request_id, r.status])).toEqual([[request.request_id, "fulfilled"]]);
+    expect(JSON.stringify(after)).not.toContain(value);
     await expectCleanPage();
   });
 

@@ -207,6 +207,27 @@ describe("local model: native tool calls (the request offers tools)", () => {
     expect(res.choices[0]?.message.content).toBe("I would use fs.write_text, but it is not enabled for this agent.");
   });
 
+  it('"environment variable" calls request_env_variables for the one secret DEMO_API_KEY (a setup session\'s request)', async () => {
+    const tools = [
+      ...TOOLS,
+      { type: "function" as const, function: { name: "request_env_variables", description: "request", parameters: {} } },
+    ];
+    const res = await complete({ messages: [SYSTEM, { role: "user", content: "Ask me for an Environment Variable" }], tools });
+    expect(res.choices[0]?.message.tool_calls).toEqual([
+      {
+        id: "call_1",
+        type: "function",
+        function: {
+          name: "request_env_variables",
+          arguments: '{"keys":[{"key":"DEMO_API_KEY","type":"secret","required":true,"description":"the demo service\'s API key"}]}',
+        },
+      },
+    ]);
+    // Outside setup sessions the gateway does not offer it, and the model says so.
+    const plain = await complete({ messages: [{ role: "user", content: "an environment variable please" }], tools: TOOLS });
+    expect(plain.choices[0]?.message.content).toBe("I would use request_env_variables, but it is not enabled for this agent.");
+  });
+
   it('"fail" calls fs.read_text on a file that does not exist', async () => {
     const res = await complete({ messages: [{ role: "user", content: "show me a failure" }], tools: TOOLS });
     expect(res.choices[0]?.message.tool_calls).toEqual([

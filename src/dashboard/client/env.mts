@@ -99,7 +99,7 @@ export const envView: ViewFactory = (ctx) => {
         r.agent_id,
         " · ",
         h("a", { class: "id", title: r.session_id, href: `#/sessions/${encodeURIComponent(r.session_id)}` }, r.session_id),
-        r.run_id ? h("a", { class: "run-link", href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id) : null,
+        r.run_id ? h("a", { class: "id run-link", title: r.run_id, href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id) : null,
       ),
       h("td", {}, h("ul", { class: "keys" }, ...r.keys.map(keyLine))),
       h("td", { class: "status" }, r.status),
