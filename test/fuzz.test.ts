@@ -14,7 +14,7 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { signWebhook, webhookKey } from "../src/channels/standard-webhooks";
-import { ERROR_CODES } from "../src/http/errors";
+import { ERROR_CODES } from "../src/errors";
 import { isOpenAiPath } from "../src/openai/wire";
 import { RUNNING_INDEX_DELAY_MS } from "../src/runs/engine";
 import type { SessionDO } from "../src/sessions/SessionDO";

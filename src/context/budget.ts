@@ -3,7 +3,7 @@
  * 1) estimate input tokens, 2) reserve output tokens, 3) apply the model's
  * window, 4) over budget → `OverBudgetError`. There is no global window.
  */
-import { GatewayError } from "../http/errors";
+import { GatewayError } from "../errors";
 import { estimateTokens } from "./tokens";
 
 /** Tokens a chat message costs beyond its text (role, separators). */

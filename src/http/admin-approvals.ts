@@ -9,12 +9,12 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import { GatewayError } from "../errors";
 import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../runs/approvals";
 import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 

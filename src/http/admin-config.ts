@@ -27,6 +27,7 @@ import {
   listConfigVersions,
   postConfigVersion,
 } from "../config/versions";
+import { GatewayError } from "../errors";
 import { listRuns } from "../runs/index-d1";
 import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../security/secret-origins";
 import { detectSecretValue, isSecretFieldName } from "../security/secret-patterns";
@@ -34,7 +35,6 @@ import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NA
 import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../security/stored-secrets";
 import { forgetAdminGenerations } from "../storage/admin-generation";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import {
   type AppEnv,

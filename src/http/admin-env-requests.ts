@@ -9,10 +9,10 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { GATEWAY_AUDIT_AGENT } from "../config/schema";
+import { GatewayError } from "../errors";
 import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../sandbox/env-requests";
 import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../security/secrets-store";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 

@@ -11,6 +11,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { webhookKey } from "../channels/standard-webhooks";
+import { GatewayError } from "../errors";
 import {
   createJob,
   deleteJob,
@@ -25,7 +26,6 @@ import {
   replaceJob,
 } from "../scheduler/jobs";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
 import { RunCompletionSchema } from "./runs";

@@ -7,6 +7,7 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { resolveAgentModel } from "../config/model-ref";
+import { GatewayError } from "../errors";
 import {
   OPENCODE_CONFIG_PATHS,
   OPENCODE_START,
@@ -23,7 +24,6 @@ import { SESSION_ID } from "../sessions/keys";
 import { isAllowlisted } from "../tools/policy";
 import { type ToolDefinition, tools } from "../tools/registry";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 import { sessionById } from "./session-by-id";
 import { mintRecordedSandboxToken } from "./tool-callbacks";

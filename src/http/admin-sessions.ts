@@ -7,6 +7,7 @@
  * as JSONL"; S1 §5.2 line shape, redactions included), archived parts and all.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { GatewayError } from "../errors";
 import {
   findSessionKey,
   type GenerationSummary as GenerationRow,
@@ -17,7 +18,6 @@ import {
 import { SESSION_ID } from "../sessions/keys";
 import { TranscriptRow } from "../sessions/transcript";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { keyset, NextCursor, pageQuery } from "./pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 

@@ -9,12 +9,12 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import { GatewayError } from "../errors";
 import { MAX_INLINE_ROLE_CHARS } from "../prompts/assemble";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { SESSION_ID } from "../sessions/keys";
 import type { SessionDO, StoredSystemPrompt, SystemPromptAnswer } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 import { sessionById } from "./session-by-id";
 

@@ -7,8 +7,9 @@
  * This check is the early answer, not the guarantee: requests racing past it are held to the limits when
  * their approval is indexed (`reserveApprovalSlot`, one atomic D1 statement; the call is then refused).
  */
+
+import { GatewayError } from "../errors";
 import { pendingApprovalCounts } from "../runs/approvals";
-import { GatewayError } from "./errors";
 
 /** Throws 429 `rate.limited` when the agent, or `caller` on it, has as many approvals pending as allowed. */
 export async function refuseWhenApprovalsBacklogged(

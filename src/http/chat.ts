@@ -6,13 +6,13 @@
  * once (200), which therefore only reach that caller's generations.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { GatewayError } from "../errors";
 import { requestCallerKey } from "../runs/caller";
 import { buildRunSpec } from "../runs/spec";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
 import type { SessionIdentity } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
 

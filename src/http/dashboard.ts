@@ -12,8 +12,8 @@
 import { Hono } from "hono";
 import { AdminPage, DocsPage } from "../dashboard/pages";
 import type { DashboardAsset } from "../dashboard/types";
+import { GatewayError } from "../errors";
 import { DASHBOARD_ASSETS } from "../generated/dashboard-assets";
-import { GatewayError } from "./errors";
 import type { AppEnv } from "./router";
 
 /** The Content-Security-Policy of both pages. */

@@ -4,8 +4,8 @@
  * (S1 §1.6) and reports it — 503 when it fails in `strict` mode.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { GatewayError } from "../errors";
 import { deploymentConfig, secretOrigins } from "../security/secret-origins";
-import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 const HealthQuery = z.object({

@@ -25,9 +25,9 @@
 import { z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { GatewayError } from "../errors";
 import { requestHash } from "../idempotency/store";
 import { redactText, secretValuesFromEnv } from "../security/redact";
-import { GatewayError } from "./errors";
 import { type AppEnv, ErrorEnvelopeSchema } from "./router";
 
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";

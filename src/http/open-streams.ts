@@ -9,7 +9,7 @@
  * its client disconnects; an isolate that dies mid-stream stops renewing, and its lease lapses after the TTL.
  */
 import type { Context } from "hono";
-import { GatewayError } from "./errors";
+import { GatewayError } from "../errors";
 import { idempotencyObjectName } from "./idempotency-key";
 import type { AppEnv } from "./router";
 

@@ -14,6 +14,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
+import { ERROR_CODES, type ErrorCode, GatewayError } from "../errors";
 import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../openai/request";
 import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../openai/wire";
 import { apiCallerKey } from "../runs/caller";
@@ -22,7 +23,6 @@ import { formatSessionKey, parseSessionKey, sessionObjectName } from "../session
 import type { SessionDO } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
-import { ERROR_CODES, type ErrorCode, GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "./idempotency-key";
 import { openStreamLease, releaseInBackground } from "./open-streams";
 import { type AppEnv, createRouter, requireJsonBody } from "./router";

@@ -7,7 +7,7 @@ import { OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { ZodError } from "zod";
 import { formatPath } from "../config/issues";
-import { GatewayError } from "./errors";
+import { GatewayError } from "../errors";
 
 export type AppEnv = { Bindings: Env };
 

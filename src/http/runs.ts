@@ -12,6 +12,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
+import { GatewayError } from "../errors";
 import { apiCallerKey } from "../runs/caller";
 import { eventForApiCaller } from "../runs/events";
 import { RUN_ID, runObjectId } from "../runs/ids";
@@ -21,7 +22,6 @@ import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "
 import type { SessionDO } from "../sessions/SessionDO";
 import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
 import { openStreamLease, releaseInBackground } from "./open-streams";
 import { keyset, NextCursor, pageQuery } from "./pagination";

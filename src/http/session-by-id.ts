@@ -2,9 +2,10 @@
  * A session generation's Durable Object, found by its `session_id` through the D1 index of generations — the
  * one lookup every route addressed by `{session_id}` makes (admin session routes, tool callbacks).
  */
+
+import { GatewayError } from "../errors";
 import { findSessionKey } from "../sessions/index-d1";
 import type { SessionDO } from "../sessions/SessionDO";
-import { GatewayError } from "./errors";
 
 /** The session key, agent and stub of `sessionId`; 404 `no session <id>` when no generation has that id. */
 export async function sessionById(

@@ -14,6 +14,7 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
+import { GatewayError } from "../errors";
 import { buildRunSpec } from "../runs/spec";
 import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../security/sandbox-token";
 import { recordMintedToken, revokeSandboxToken, sandboxTokenRevoked } from "../security/sandbox-token-store";
@@ -21,7 +22,6 @@ import { findSessionKey } from "../sessions/index-d1";
 import { SESSION_ID } from "../sessions/keys";
 import type { ToolCallbackAnswer } from "../sessions/SessionDO";
 import { requireScope } from "./auth";
-import { GatewayError } from "./errors";
 import {
   type AppEnv,
   createRouter,

@@ -19,12 +19,12 @@ import type { ReplyTarget } from "../channels/replies";
 import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
 import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
 import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
+import { GatewayError } from "../errors";
 import { channelCallerKey } from "../runs/caller";
 import { buildRunSpec } from "../runs/spec";
 import { deploymentConfig, secretOrigins } from "../security/secret-origins";
 import { acceptedSecrets } from "../security/stored-secrets";
 import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
-import { GatewayError } from "./errors";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
 
 type Channel = "telegram" | "slack" | "standard";

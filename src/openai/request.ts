@@ -10,7 +10,7 @@
  */
 import { z } from "@hono/zod-openapi";
 import type { GatewayConfig } from "../config/schema";
-import { GatewayError } from "../http/errors";
+import { GatewayError } from "../errors";
 import { KEY_PART } from "../sessions/keys";
 
 /** The longest new input accepted (as `POST /v1/chat/messages`). */

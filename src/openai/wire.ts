@@ -4,7 +4,7 @@
  * in `code`. Pure builders, no I/O.
  */
 import { z } from "@hono/zod-openapi";
-import type { GatewayError } from "../http/errors";
+import type { GatewayError } from "../errors";
 
 export interface Usage {
   prompt_tokens: number;

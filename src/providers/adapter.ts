@@ -10,7 +10,7 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { ResolvedModel } from "../config/model-ref";
-import { GatewayError } from "../http/errors";
+import { GatewayError } from "../errors";
 import { wireNameMap } from "../tools/wire-names";
 import { createProviderClient } from "./client";
 

@@ -3,7 +3,7 @@
  * and nowhere else. The resolver never logs the key, never falls back to
  * another provider's key, and fails with exactly `Missing <VAR>`.
  */
-import { GatewayError } from "../http/errors";
+import { GatewayError } from "../errors";
 import { allowedOrigin, type SecretOrigins, urlOrigin, withheldMessage } from "../security/secret-origins";
 
 /** The env var that holds a provider's key: `moonshot` → `MOONSHOT_API_KEY`. */

@@ -10,7 +10,7 @@
 import OpenAI from "openai";
 import { defaultModelRef, type ResolvedModel, resolveConfiguredModelRef } from "../config/model-ref";
 import type { GatewayConfig, StartupValidationMode } from "../config/schema";
-import { GatewayError } from "../http/errors";
+import { GatewayError } from "../errors";
 import type { Logger } from "../observability/logger";
 import { type SecretOrigins, secretOrigins } from "../security/secret-origins";
 import { providerKeyVariable, resolveBoundProviderKey } from "./api-key";

@@ -18,7 +18,7 @@
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context/budget";
 import { capText } from "../context/caps";
-import { GatewayError } from "../http/errors";
+import { GatewayError } from "../errors";
 import { abandon, type Begin, begin, canonicalJson, complete, requestHash } from "../idempotency/store";
 import type { Logger } from "../observability/logger";
 import {
