@@ -1,0 +1,130 @@
+#!/usr/bin/env node
+// The shape issue 22 asks of the house, measured: the Durable Object facade and the run engine stay short,
+// no function in src/runs or src/sessions runs over a screenful, neither file holds SQL, and the README fits on
+// a few screens. `node scripts/house-check.mjs` prints the figures and exits 1 on a breach;
+// test/build/house.test.ts holds the same limits.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { parseAst } from "rolldown/parseAst";
+
+export const root = join(import.meta.dirname, "..");
+
+export const LIMITS = {
+  facadeLines: 300,
+  engineLines: 300,
+  functionLines: 80,
+  readmeBytes: 12 * 1024,
+};
+export const FACADE = "src/sessions/SessionDO.ts";
+export const ENGINE = "src/runs/engine.ts";
+const FUNCTION_DIRS = ["src/runs", "src/sessions"];
+const SQL =
+  /\b(SELECT\s|INSERT\s+(OR\s+\w+\s+)?INTO\b|UPDATE\s+\w+\s+SET\b|DELETE\s+FROM\b|CREATE\s+(TABLE|INDEX|VIRTUAL)\b|DROP\s+TABLE\b)/i;
+
+function filesUnder(dir) {
+  return readdirSync(join(root, dir)).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(join(root, path)).isDirectory()) return filesUnder(path);
+    return /\.(ts|mts)$/.test(name) && !name.endsWith(".d.ts") ? [path] : [];
+  });
+}
+
+/** The file's ESTree (rolldown's oxc parser: TypeScript 7 has no JavaScript API) and a line lookup for offsets. */
+function parse(path) {
+  const text = readFileSync(join(root, path), "utf8");
+  const starts = [0];
+  for (let i = 0; i < text.length; i++) if (text[i] === "\n") starts.push(i + 1);
+  const lineAt = (offset) => {
+    let lo = 0;
+    let hi = starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (starts[mid] <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo + 1;
+  };
+  return { ast: parseAst(text, { lang: path.endsWith("x") ? "tsx" : "ts" }), text, lineAt };
+}
+
+function walk(node, visit, parent = null) {
+  if (!node || typeof node.type !== "string") return;
+  if (visit(node, parent) === false) return;
+  for (const value of Object.values(node)) {
+    if (Array.isArray(value)) for (const child of value) walk(child, visit, node);
+    else if (value && typeof value === "object" && typeof value.type === "string") walk(value, visit, node);
+  }
+}
+
+const FUNCTIONS = new Set(["FunctionDeclaration", "FunctionExpression", "ArrowFunctionExpression"]);
+
+function nameOf(node, parent) {
+  if (node.id?.name) return node.id.name;
+  const key = parent?.key ?? parent?.id;
+  if (key?.type === "Identifier") return key.name;
+  if (key?.type === "PrivateIdentifier") return `#${key.name}`;
+  return "(anonymous)";
+}
+
+/** Every function of a file with its length in lines (a function's lines include its nested ones). */
+export function functionLengths(path) {
+  const { ast, lineAt } = parse(path);
+  const found = [];
+  walk(ast, (node, parent) => {
+    if (FUNCTIONS.has(node.type) && node.body) {
+      const line = lineAt(parent?.type === "MethodDefinition" ? parent.start : node.start);
+      found.push({ file: path, name: nameOf(node, parent), line, lines: lineAt(node.end) - line + 1 });
+    }
+  });
+  return found;
+}
+
+/** String and template literals in a file that read as SQL statements, with their line. */
+export function sqlStatements(path) {
+  const { ast, text, lineAt } = parse(path);
+  const found = [];
+  walk(ast, (node) => {
+    if (node.type === "Literal" || node.type === "TemplateLiteral") {
+      const source = text.slice(node.start, node.end);
+      if (typeof source === "string" && SQL.test(source)) found.push({ line: lineAt(node.start), text: source.slice(0, 60) });
+      return false;
+    }
+  });
+  return found;
+}
+
+export function lineCount(path) {
+  return readFileSync(join(root, path), "utf8").replace(/\n$/, "").split("\n").length;
+}
+
+export function measure() {
+  const functions = FUNCTION_DIRS.flatMap(filesUnder).flatMap(functionLengths);
+  functions.sort((a, b) => b.lines - a.lines);
+  return {
+    facadeLines: lineCount(FACADE),
+    engineLines: lineCount(ENGINE),
+    longest: functions.slice(0, 10),
+    overLong: functions.filter((f) => f.lines > LIMITS.functionLines),
+    sql: { [FACADE]: sqlStatements(FACADE), [ENGINE]: sqlStatements(ENGINE) },
+    readmeBytes: statSync(join(root, "README.md")).size,
+  };
+}
+
+if (process.argv[1] && relative(process.argv[1], import.meta.filename) === "") {
+  const m = measure();
+  const breaches = [];
+  if (m.facadeLines > LIMITS.facadeLines) breaches.push(`${FACADE}: ${m.facadeLines} lines (at most ${LIMITS.facadeLines})`);
+  if (m.engineLines > LIMITS.engineLines) breaches.push(`${ENGINE}: ${m.engineLines} lines (at most ${LIMITS.engineLines})`);
+  for (const f of m.overLong) breaches.push(`${f.file}:${f.line} ${f.name}: ${f.lines} lines (at most ${LIMITS.functionLines})`);
+  for (const [file, statements] of Object.entries(m.sql))
+    for (const s of statements) breaches.push(`${file}:${s.line} SQL in the file: ${s.text}`);
+  if (m.readmeBytes > LIMITS.readmeBytes) breaches.push(`README.md: ${m.readmeBytes} bytes (at most ${LIMITS.readmeBytes})`);
+  console.log(`${FACADE}: ${m.facadeLines} lines; ${ENGINE}: ${m.engineLines} lines; README.md: ${m.readmeBytes} bytes`);
+  console.log("longest functions in src/runs and src/sessions:");
+  for (const f of m.longest) console.log(`  ${f.lines}\t${f.file}:${f.line} ${f.name}`);
+  if (breaches.length > 0) {
+    console.log(`\n${breaches.length} breach(es):`);
+    for (const b of breaches) console.log(`  ${b}`);
+    process.exit(1);
+  }
+}
