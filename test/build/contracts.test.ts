@@ -153,3 +153,25 @@ describe("docs/contracts.md explains every cited contract section", () => {
     expect(wrong, "contracts.md names tests that are not there (renamed or moved? update the doc)").toEqual([]);
   });
 });
+
+describe("test/README.md lists every test file", () => {
+  it("one line per file under test/ that ends in .test.ts, and no line for a file that is gone", () => {
+    const catalogue = readFileSync(join(root, "test", "README.md"), "utf8");
+    const listed = [...catalogue.matchAll(/^- `(test\/[^`]+\.test\.ts)`/gm)].map((m) => m[1] ?? "");
+    const files = walk(join(root, "test"))
+      .filter((f) => f.endsWith(".test.ts"))
+      .map((f) => relative(root, f));
+    expect(
+      listed.filter((f, i) => listed.indexOf(f) !== i),
+      "listed twice",
+    ).toEqual([]);
+    expect(
+      files.filter((f) => !listed.includes(f)),
+      "add a line to test/README.md",
+    ).toEqual([]);
+    expect(
+      listed.filter((f) => !files.includes(f)),
+      "remove or move the line in test/README.md",
+    ).toEqual([]);
+  });
+});
