@@ -50,7 +50,7 @@ export function chromiumPath(): string {
   );
 }
 
-/** The launch options for Chromium in this closed network (docs: .library machine notes; README "Tests"). */
+/** The launch options for Chromium in this closed network (docs: .library machine notes; test/README.md "The browser tests"). */
 export function chromiumLaunchOptions(executablePath: string) {
   return {
     executablePath,
