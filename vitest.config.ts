@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig, type ViteUserConfig } from "vitest/config";
 import { build } from "./scripts/build.mjs";
@@ -53,6 +54,8 @@ export default defineConfig(async () => {
               },
             }),
           ],
+          // wrangler.toml's [alias]: the tests validate with the zod module production bundles (src/vendor/zod.ts).
+          resolve: { alias: [{ find: /^zod$/, replacement: fileURLToPath(new URL("./src/vendor/zod.ts", import.meta.url)) }] },
           test: {
             name: "workers",
             include: ["test/**/*.test.ts"],
