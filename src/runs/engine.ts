@@ -25,6 +25,7 @@ import { INITIAL_FAILURE_LOOP } from "./failure-loop";
 import type { Finish, RunContext, RunHost } from "./host";
 import { finishRun, startRun } from "./lifecycle";
 import { modelRound } from "./model-round";
+import { storeReply } from "./round-commits";
 import { recordRefusedTurn } from "./round-prompt";
 import { shipRunIndex } from "./ship";
 import type { RunSpec } from "./spec";
@@ -184,7 +185,7 @@ export class RunEngine {
       if (run.rounds === 0 && classifyDisclosureRequest(userMessage).refuse) {
         const reply = disclosureRefusalMessage();
         await recordRefusedTurn(ctx, run, spec, userMessage);
-        ctx.host.appendTranscript({ role: "assistant", content: reply, runId: run.id });
+        storeReply(ctx, run, reply);
         return { status: "completed", output: reply, payload: { refused: REFUSE_SYSTEM_PROMPT } };
       }
       const outcome = await modelRound(ctx, run, spec, userMessage, signal);

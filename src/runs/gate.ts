@@ -13,7 +13,7 @@ import type { ToolOutcome } from "../tools/registry";
 import { lockedSchemaHash, schemaHash } from "../tools/schema-lock";
 import { approvalStep } from "./approval-flow";
 import { MARKER_BLOCK, type RunContext, safeJson, sessionTypeOf } from "./host";
-import { allowedTools } from "./round-prompt";
+import { allowedTools } from "./run-tools";
 import type { RunSpec } from "./spec";
 import type { RunRow, ToolExecutionRow } from "./store";
 

@@ -9,6 +9,7 @@
  * What is shipped outside the object afterwards (D1 index rows) is in ship.ts.
  */
 import { redactText, secretValuesFromEnv } from "../security/redact";
+import type { Sql } from "../storage/sql";
 import { emit, type RunContext, safeJson } from "./host";
 import type { ModelAnswer } from "./model-call";
 import type { RoundPrompt } from "./round-prompt";
@@ -19,7 +20,7 @@ import { type LimitDecision, TOOL_LIMIT_CODE, type ToolLimitKey, type ToolLimitS
 
 /** Traces what the prompt retrieved: compaction summaries of history, and memory hits with their scores. */
 export function recordRetrieval(
-  sql: RunContext["host"]["sql"],
+  sql: Sql,
   runId: string,
   r: { round: number; summaries: number; memory: { ids: string[]; scores: number[] } | null },
 ): void {
@@ -53,12 +54,12 @@ export function commitModelRequested(ctx: RunContext, run: RunRow, spec: RunSpec
 }
 
 /** A streamed answer's chunk count. */
-export function recordStream(sql: RunContext["host"]["sql"], runId: string, chunks: number): void {
+export function recordStream(sql: Sql, runId: string, chunks: number): void {
   appendTrace(sql, runId, "llm_stream", { chunks });
 }
 
 /** A model call that failed: its `llm_done` trace with the reason. */
-export function recordModelFailure(sql: RunContext["host"]["sql"], runId: string, round: number, reason: string): void {
+export function recordModelFailure(sql: Sql, runId: string, round: number, reason: string): void {
   appendTrace(sql, runId, "llm_done", { round, ok: false, reason });
 }
 

@@ -15,7 +15,7 @@ import {
   toChatMessages,
 } from "../prompts/assemble";
 import { REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
-import { modeToolsFor, selectTaskMode, type TaskMode } from "../prompts/modes";
+import { selectTaskMode, type TaskMode } from "../prompts/modes";
 import { envAvailableText, fulfilledKeyNames } from "../sandbox/env-requests";
 import { hasServiceCommands } from "../storage/setup-records";
 import type { ToolDefinition } from "../tools/registry";
@@ -23,6 +23,7 @@ import { automationRunContext } from "./completion";
 import { type Finish, type RunContext, sessionTypeOf } from "./host";
 import { liveMessages } from "./provider-messages";
 import { recordRetrieval } from "./round-commits";
+import { offeredTools } from "./run-tools";
 import type { RunSpec } from "./spec";
 import { loadFailureLoop, type RunRow } from "./store";
 
@@ -37,28 +38,6 @@ export interface RoundPrompt {
   offered: ToolDefinition[];
   policy: ToolPolicyId;
   recovery: boolean;
-}
-
-/**
- * The tools offered to the model: allowlisted and registered, each once under its canonical name.
- * Setup-only tools (S5 §6.2) are offered in setup sessions only.
- */
-export function offeredTools(ctx: RunContext, spec: RunSpec): ToolDefinition[] {
-  const seen = new Set<ToolDefinition>();
-  const setup = sessionTypeOf(ctx) === "setup";
-  for (const name of allowedTools(ctx, spec)) {
-    const def = ctx.registry.get(name);
-    if (def && (!def.setupOnly || setup)) seen.add(def);
-  }
-  return [...seen].sort((a, b) => a.name.localeCompare(b.name));
-}
-
-/**
- * The run's allowlist: the agent's, plus the tools its mode's L5 text tells the model to call (a job run:
- * automation.complete; a setup session: the setup tools). The tool policy still gates each call.
- */
-export function allowedTools(ctx: RunContext, spec: RunSpec): string[] {
-  return [...spec.tools, ...modeToolsFor(sessionTypeOf(ctx), spec.task)];
 }
 
 /** Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves. */

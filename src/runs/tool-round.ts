@@ -6,7 +6,7 @@
  * are closed unrun and the run completes asking the user for guidance.
  */
 import { redactText, secretValuesFromEnv } from "../security/redact";
-import { ToolResponse } from "../tools/envelope";
+import { type ToolRequest, ToolResponse } from "../tools/envelope";
 import { releaseHoneypotSend, sendCertainlyFailed } from "../tools/honeypot";
 import type { GateDecision } from "../tools/policy";
 import type { ToolDefinition, ToolOutcome } from "../tools/registry";
@@ -66,7 +66,7 @@ async function runCall(
   run: RunRow,
   spec: RunSpec,
   call: ToolExecutionRow,
-  request: ReturnType<typeof requestEnvelope>,
+  request: ToolRequest,
   signal: AbortSignal,
 ): Promise<CallEnd | undefined> {
   const { sql, storage, env } = ctx.host;
@@ -95,14 +95,7 @@ async function runCall(
 }
 
 /** A call's result as stored: redacted output, error and summary, and the validated S3 §1.2 response. */
-function resultOf(
-  ctx: RunContext,
-  run: RunRow,
-  call: ToolExecutionRow,
-  request: ReturnType<typeof requestEnvelope>,
-  outcome: ToolOutcome,
-  duration: number,
-) {
+function resultOf(ctx: RunContext, run: RunRow, call: ToolExecutionRow, request: ToolRequest, outcome: ToolOutcome, duration: number) {
   const secrets = secretValuesFromEnv(ctx.host.env);
   const output = outcome.ok ? redactText(JSON.stringify(outcome.output ?? null), secrets) : null;
   const error = outcome.ok ? null : { code: outcome.error.code, message: redactText(outcome.error.message, secrets) };
@@ -131,7 +124,7 @@ function commitToolResult(
   run: RunRow,
   spec: RunSpec,
   call: ToolExecutionRow,
-  request: ReturnType<typeof requestEnvelope>,
+  request: ToolRequest,
   end: CallEnd,
   duration: number,
 ): Finish | undefined {
