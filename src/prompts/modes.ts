@@ -2,7 +2,7 @@
  * Prompt mode selection (S5 §System Prompt Selection, §6.1): pure and
  * precedence-ordered — setup, then automation, then coding; scratch instead of
  * coding when the agent has no configuration. Modes are L5 task prompts (DESIGN §2).
- * The engine calls it for every model turn (src/runs/engine.ts `#modelRound`).
+ * The engine calls it for every model turn (`buildPrompt` in src/runs/round-prompt.ts).
  */
 
 export type TaskMode = "setup" | "automation" | "coding" | "scratch";

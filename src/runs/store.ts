@@ -182,3 +182,129 @@ export function saveFailureLoop(sql: Sql, state: FailureLoopState): void {
   sql.run`INSERT INTO failure_loop (id, state) VALUES (1, ${JSON.stringify(state)})
           ON CONFLICT (id) DO UPDATE SET state = excluded.state`;
 }
+
+// ---- run row transitions (the engine's writes; the caller wraps them in its transaction) ----
+
+/** The run's message as it stands in the transcript (the engine reads it, never writes it). */
+export function transcriptContent(sql: Sql, seq: number): string | undefined {
+  return sql.one<{ content: string }>`SELECT content FROM transcript WHERE seq = ${seq}`?.content;
+}
+
+/** A queued run starts: running, its first execution. */
+export function markRunStarted(sql: Sql, runId: string, now: string): void {
+  sql.run`UPDATE runs SET status = 'running', started_at = ${now}, updated_at = ${now}, executions = 1 WHERE id = ${runId}`;
+}
+
+/** A running run found on resume counts one more execution (MAX_EXECUTIONS caps them). */
+export function countExecution(sql: Sql, runId: string): void {
+  sql.run`UPDATE runs SET executions = executions + 1 WHERE id = ${runId}`;
+}
+
+/** A pause is a clean stop: the run's execution count starts again. */
+export function resetExecutions(sql: Sql, runId: string): void {
+  sql.run`UPDATE runs SET executions = 0 WHERE id = ${runId}`;
+}
+
+/** Asks a running run to stop at its next step. */
+export function requestCancel(sql: Sql, runId: string): void {
+  sql.run`UPDATE runs SET cancel_requested = 1 WHERE id = ${runId}`;
+}
+
+/** Terminal state: completed with its output. */
+export function markRunCompleted(sql: Sql, runId: string, output: string, now: string): void {
+  sql.run`UPDATE runs SET status = 'completed', output = ${output}, finished_at = ${now}, updated_at = ${now} WHERE id = ${runId}`;
+}
+
+/** Terminal state: failed, its message as output and its code and message as error. */
+export function markRunFailed(sql: Sql, runId: string, code: string, message: string, now: string): void {
+  sql.run`UPDATE runs SET status = 'failed', output = ${message}, error = ${JSON.stringify({ code, message })},
+                 finished_at = ${now}, updated_at = ${now} WHERE id = ${runId}`;
+}
+
+/** Terminal state: cancelled, with no output. */
+export function markRunCancelled(sql: Sql, runId: string, now: string): void {
+  sql.run`UPDATE runs SET status = 'cancelled', output = '', finished_at = ${now}, updated_at = ${now} WHERE id = ${runId}`;
+}
+
+/** Whether the D1 index holds the run's current state. */
+export function setRunIndexed(sql: Sql, runId: string, indexed: boolean): void {
+  sql.run`UPDATE runs SET indexed = ${indexed ? 1 : 0} WHERE id = ${runId}`;
+}
+
+/** Adds a model call's token usage to the run. */
+export function addRunUsage(sql: Sql, runId: string, promptTokens: number, completionTokens: number): void {
+  sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${promptTokens}, completion_tokens = completion_tokens + ${completionTokens}
+          WHERE id = ${runId}`;
+}
+
+/** A round's tool calls are planned: the round number and the calls the gateway took on. */
+export function recordPlannedRound(sql: Sql, runId: string, round: number, takenOn: number, now: string): void {
+  sql.run`UPDATE runs SET rounds = ${round}, tool_calls = tool_calls + ${takenOn}, updated_at = ${now}
+          WHERE id = ${runId}`;
+}
+
+/** The run waits for a human; `now` is given when the wait begins (a resumed wait keeps its updated_at). */
+export function markAwaitingApproval(sql: Sql, runId: string, now?: string): void {
+  if (now === undefined) sql.run`UPDATE runs SET status = 'awaiting_approval' WHERE id = ${runId}`;
+  else sql.run`UPDATE runs SET status = 'awaiting_approval', updated_at = ${now} WHERE id = ${runId}`;
+}
+
+/** An approval was decided or expired: the waiting run goes back to running (the alarm picks it up). */
+export function resumeAfterApproval(sql: Sql, runId: string, now: string): void {
+  sql.run`UPDATE runs SET status = 'running', updated_at = ${now} WHERE id = ${runId}`;
+}
+
+// ---- tool execution transitions -------------------------------------------------------------
+
+/** Names one planned call of a run. */
+export interface ToolCallKey {
+  runId: string;
+  round: number;
+  toolCallId: string;
+}
+
+/** The call's handler is about to run: a call found `started` on resume is never run again (read-only excepted). */
+export function markToolStarted(sql: Sql, k: ToolCallKey, now: string): void {
+  sql.run`UPDATE tool_executions SET status = 'started', started_at = ${now}
+          WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
+}
+
+/** The gate's decision on a call, kept while it waits for an approval. */
+export function setToolDecision(sql: Sql, k: ToolCallKey, decision: string): void {
+  sql.run`UPDATE tool_executions SET decision = ${decision}
+          WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
+}
+
+/** A call's result, with its S3 §1 envelopes and the decision that gated it. */
+export function finishToolCall(
+  sql: Sql,
+  k: ToolCallKey,
+  r: {
+    ok: boolean;
+    output: string | null;
+    error: string | null;
+    summary: string;
+    finishedAt: string;
+    durationMs: number;
+    request: string;
+    response: string;
+    decision: string | null;
+  },
+): void {
+  sql.run`UPDATE tool_executions SET status = 'done', ok = ${r.ok ? 1 : 0}, output = ${r.output},
+                 error = ${r.error}, summary = ${r.summary}, finished_at = ${r.finishedAt}, duration_ms = ${r.durationMs},
+                 request = ${r.request}, response = ${r.response}, decision = ${r.decision}
+          WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
+}
+
+/** A call closed without running: failed with `error`, and (when given) the decision that refused it. */
+export function closeToolCall(sql: Sql, k: ToolCallKey, error: string, summary: string, now: string, decision?: string): void {
+  if (decision === undefined)
+    sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${error}, summary = ${summary}, duration_ms = 0,
+                   finished_at = ${now}
+            WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
+  else
+    sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${error}, summary = ${summary},
+                   duration_ms = 0, finished_at = ${now}, decision = ${decision}
+            WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
+}

@@ -1,0 +1,167 @@
+/**
+ * `reserveBudget` and `callModel`, the network steps of a model round: the agent's (and the caller's) daily
+ * token budget reserved before the request and settled to the reported usage after it, the provider call
+ * (streamed when the model streams) under the run's cancellation, its `model.call` log line, and the
+ * `debug.content` lines of a local model when the agent turns them on (S1 §4.2).
+ */
+import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import { estimateMessagesTokens } from "../context/budget";
+import { GatewayError } from "../errors";
+import { type ChatResult, chat, ProviderError, streamChat, type ToolSpec } from "../providers/adapter";
+import { resolveBoundProviderKey } from "../providers/api-key";
+import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
+import type { ToolDefinition } from "../tools/registry";
+import { runCallerKey } from "./caller";
+import type { Finish, RunContext } from "./host";
+import { recordModelFailure, recordStream } from "./round-commits";
+import type { RoundPrompt } from "./round-prompt";
+import type { RunSpec } from "./spec";
+import type { RunRow } from "./store";
+import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
+
+/** Tokens held against the daily budgets until the call settles; null when the agent sets no budget. */
+export type BudgetHold = { day: string; reserved: number; caller: string | null } | null;
+
+/** A model call's usage as the run counts it (estimated when the provider reports none). */
+export interface RoundUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** A successful model call: its result, usage, and when it started (for latencies). */
+export interface ModelAnswer {
+  result: ChatResult;
+  usage: RoundUsage;
+  started: number;
+}
+
+/**
+ * The agent's token budget, reserved before the network (estimated input + the model's output reservation).
+ * Issue 20 §4: and the caller's own share of it, when the agent sets one (both reserved, or neither).
+ */
+export async function reserveBudget(
+  ctx: RunContext,
+  run: RunRow,
+  spec: RunSpec,
+  estimated: number,
+): Promise<{ ok: true; hold: BudgetHold } | { ok: false; finish: Finish }> {
+  const callerLimit = spec.tokensPerCallerPerDay ?? null;
+  if (spec.tokensPerDay === null && callerLimit === null) return { ok: true, hold: null };
+  const caller = runCallerKey(spec, run);
+  const need = estimated + spec.model.maxOutputTokens;
+  const r = await reserveCallerTokens(ctx.host.env.DB, {
+    agentId: spec.agentId,
+    caller,
+    tokens: need,
+    agentLimit: spec.tokensPerDay,
+    callerLimit,
+    now: new Date(),
+  });
+  if (r.ok) return { ok: true, hold: r };
+  const who = r.scope === "agent" ? `agent "${spec.agentId}"` : `caller "${caller}" of agent "${spec.agentId}"`;
+  return {
+    ok: false,
+    finish: {
+      status: "failed",
+      code: "over_budget",
+      message: `${who} has used ${r.used} of its ${r.limit} tokens for ${r.day} (UTC); this call needs up to ${need}`,
+    },
+  };
+}
+
+/** Calls the model with the round's prompt; settles the budget hold either way. A provider failure fails the run. */
+export async function callModel(
+  ctx: RunContext,
+  run: RunRow,
+  spec: RunSpec,
+  rp: RoundPrompt,
+  round: number,
+  hold: BudgetHold,
+  signal: AbortSignal,
+): Promise<{ ok: true; answer: ModelAnswer } | { ok: false; finish: Finish }> {
+  const { env, logger } = ctx.host;
+  const started = Date.now();
+  const line = {
+    run_id: run.id,
+    provider: spec.model.providerId,
+    model: spec.model.modelId,
+    stack_sha256: rp.prompt.manifest.stack_sha256,
+    estimated_input_tokens: rp.estimated,
+  };
+  let result: ChatResult;
+  try {
+    result = await request(ctx, spec, rp.messages, rp.policy === "native" ? rp.offered : [], signal, run.id);
+  } catch (err) {
+    if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, 0).catch(() => {});
+    if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
+    if (err instanceof ProviderError || err instanceof GatewayError) {
+      const reason = err instanceof ProviderError ? err.reason : err.code;
+      recordModelFailure(ctx.host.sql, run.id, round, reason);
+      logger.log("warn", "model.call", { ...line, status: "failed", reason, latency_ms: Date.now() - started });
+      return { ok: false, finish: { status: "failed", code: err.code, message: err.message } };
+    }
+    throw err;
+  }
+  const usage = result.usage ?? {
+    promptTokens: rp.estimated,
+    completionTokens: estimateMessagesTokens([{ content: result.content }]),
+    totalTokens: 0,
+  };
+  const total = usage.totalTokens || usage.promptTokens + usage.completionTokens;
+  if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, total).catch(() => {});
+  if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
+  logger.log("info", "model.call", {
+    ...line,
+    status: "ok",
+    attempts: result.attempts,
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+    latency_ms: Date.now() - started,
+  });
+  return { ok: true, answer: { result, usage, started } };
+}
+
+/** The provider request itself: one chat call, or a stream read to its end. */
+async function request(
+  ctx: RunContext,
+  spec: RunSpec,
+  messages: ChatCompletionMessageParam[],
+  offered: ToolDefinition[],
+  signal: AbortSignal,
+  runId: string,
+): Promise<ChatResult> {
+  const apiKey = resolveBoundProviderKey(ctx.host.env, spec.model.providerId, spec.model, spec.secretOrigins);
+  const toolSpecs: ToolSpec[] = offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
+  const req = { model: spec.model, apiKey, messages, ...(toolSpecs.length ? { tools: toolSpecs } : {}) };
+  const options = { maxAttempts: spec.providerAttempts, timeoutMs: spec.providerTimeoutMs, signal };
+  if (!spec.model.supportsStreaming) return chat(req, options);
+  let chunks = 0;
+  for await (const event of streamChat(req, signal, options)) {
+    if (event.type === "delta") chunks++;
+    else {
+      recordStream(ctx.host.sql, runId, chunks);
+      return event.result;
+    }
+  }
+  throw new ProviderError("unreachable", `the stream from ${spec.model.ref} ended without a result`, false);
+}
+
+/**
+ * S1 §4.2 / §4.5: message text reaches the logs only when `logging.debugContent` is on AND the model is on a
+ * local provider; secret patterns and configured secret values are redacted, and emails/phones if configured.
+ */
+export function debugContent(ctx: RunContext, run: RunRow, spec: RunSpec, round: number, userMessage: string, reply: string): void {
+  const debug = spec.debugContent;
+  if (!debug?.enabled || !spec.model.local) return;
+  const { host } = ctx;
+  const secrets = secretValuesFromEnv(host.env);
+  const clean = (text: string) => redactPersonalData(redactText(text, secrets), { emails: debug.redactEmails, phones: debug.redactPhones });
+  if (round === 1) host.logger.log("info", "debug.content", { run_id: run.id, round, role: "user", text: clean(userMessage) });
+  // The reply as it will be stored: a fragment that completes a secret split over replies is redacted here too.
+  const stored = redactText(reply, secrets);
+  const text = redactPersonalData(host.redactSplitReply?.(stored, false) ?? stored, {
+    emails: debug.redactEmails,
+    phones: debug.redactPhones,
+  });
+  host.logger.log("info", "debug.content", { run_id: run.id, round, role: "assistant", text });
+}

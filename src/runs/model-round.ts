@@ -1,0 +1,72 @@
+/**
+ * One model round of a run: `buildPrompt → reserveBudget → callModel → interpretReply`, then what the reply
+ * decides — the run completes with it, fails (too many calls or rounds), or plans tool calls for the tool
+ * round that follows. Each step lives in its own module; the round's durable writes are in round-commits.ts.
+ */
+import { REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
+import type { Finish, RunContext } from "./host";
+import { callModel, debugContent, reserveBudget } from "./model-call";
+import { commitModelReply, commitModelRequested, commitToolPlan, storeReply } from "./round-commits";
+import { buildPrompt } from "./round-prompt";
+import { callsToPlan, interpretReply, type Reply } from "./round-reply";
+import type { RunSpec } from "./spec";
+import type { RunRow } from "./store";
+import { MAX_TOOL_CALLS_ANSWERED } from "./tool-limits";
+
+/** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
+export async function modelRound(
+  ctx: RunContext,
+  run: RunRow,
+  spec: RunSpec,
+  userMessage: string,
+  signal: AbortSignal,
+): Promise<Finish | undefined> {
+  const built = await buildPrompt(ctx, run, spec, userMessage);
+  if (!built.ok) return built.finish;
+  const rp = built.value;
+  const budget = await reserveBudget(ctx, run, spec, rp.estimated);
+  if (!budget.ok) return budget.finish;
+
+  const round = run.rounds + 1;
+  commitModelRequested(ctx, run, spec, round, rp);
+  const called = await callModel(ctx, run, spec, rp, round, budget.hold, signal);
+  if (!called.ok) return called.finish;
+  debugContent(ctx, run, spec, round, userMessage, called.answer.result.content);
+
+  const reply = await interpretReply(ctx, rp.prompt, rp.policy, called.answer.result);
+  commitModelReply(ctx, run, round, called.answer, reply);
+  return actOnReply(ctx, run, spec, round, reply);
+}
+
+/** The reply ends the run, or its tool calls are planned (undefined: the run goes on with a tool round). */
+async function actOnReply(ctx: RunContext, run: RunRow, spec: RunSpec, round: number, reply: Reply): Promise<Finish | undefined> {
+  const { visible, verdict, calls } = reply;
+  if (verdict.blocked) {
+    ctx.host.logger.log("warn", "prompt.disclosure_refused", { request_id: run.id, stage: "output", signals: [verdict.reason] });
+    storeReply(ctx, run, visible);
+    return { status: "completed", output: visible, payload: { refused: REFUSE_SYSTEM_PROMPT } };
+  }
+  if (calls.length === 0 && reply.markerError === null) {
+    storeReply(ctx, run, visible);
+    return { status: "completed", output: visible };
+  }
+  if (calls.length > MAX_TOOL_CALLS_ANSWERED) {
+    storeReply(ctx, run, visible);
+    return {
+      status: "failed",
+      code: "invalid.request",
+      message: `the model asked for ${calls.length} tool calls in one turn, more than the ${MAX_TOOL_CALLS_ANSWERED} the gateway answers; none was run`,
+    };
+  }
+  if (run.rounds >= spec.maxToolRounds) {
+    storeReply(ctx, run, visible);
+    return {
+      status: "failed",
+      code: "invalid.request",
+      message: `the model asked for more tool rounds than this run allows (runs.maxToolRounds = ${spec.maxToolRounds})`,
+    };
+  }
+  const plan = await callsToPlan(ctx, run, spec, round, reply);
+  commitToolPlan(ctx, run, spec, { round, visible, ...plan });
+  return undefined;
+}

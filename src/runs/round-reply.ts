@@ -1,0 +1,125 @@
+/**
+ * `interpretReply`, the last step of a model round: what the model's answer means for the run. The tool calls
+ * it asked for (native, or a marker block for marker-protocol models), the output guard (issue 20 §2) run with
+ * the NOTES block still in and again after it, NOTES applied to the checkpoint, secrets redacted; then, for
+ * calls about to be planned, arguments carrying hidden-layer text withheld and the per-turn/per-run caps.
+ */
+import type { AssembledPrompt } from "../prompts/assemble";
+import { disclosureRefusalMessage } from "../prompts/disclosure";
+import { checkOutput, type OutputVerdict } from "../prompts/output-guard";
+import { guardArguments } from "../prompts/tool-args-guard";
+import type { ChatResult, ToolCall } from "../providers/adapter";
+import { redactText, secretValuesFromEnv } from "../security/redact";
+import { MARKER_BLOCK, type RunContext } from "./host";
+import type { RunSpec } from "./spec";
+import { type RunRow, runToolExecutions } from "./store";
+import {
+  DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+  DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+  isLimitRefusal,
+  splitByToolLimits,
+  type ToolLimitSplit,
+} from "./tool-limits";
+import { parseToolCallMarkers } from "./tool-markers";
+
+/** A call the model asked for, before it is planned (args: parsed, or the raw text of invalid JSON). */
+export interface AskedCall {
+  id: string;
+  tool: string;
+  args: Record<string, unknown> | string;
+}
+
+/** What the model's answer says, ready to store: the visible reply, the calls, and the guard's verdict. */
+export interface Reply {
+  visible: string;
+  verdict: OutputVerdict;
+  calls: AskedCall[];
+  markerError: string | null;
+  /** The texts the output guard treats as hidden beyond the stack's own (the inline L2). */
+  hidden: string[];
+  notesTraces: { kind: "notes_patch" | "actions"; data: object }[];
+}
+
+/** Reads the model's answer: calls, guard verdict, NOTES applied (unless the reply leaks), and the stored text. */
+export async function interpretReply(ctx: RunContext, prompt: AssembledPrompt, policy: string, result: ChatResult): Promise<Reply> {
+  const { host } = ctx;
+  // Markers are parsed for marker-protocol models and stripped from every reply (DESIGN "Tool calls").
+  const markers = parseToolCallMarkers(result.content);
+  let calls: AskedCall[] = result.toolCalls.map((c: ToolCall) => ({ id: c.id, tool: c.name, args: c.arguments }));
+  let markerError: string | null = null;
+  if (policy === "markers") {
+    calls = markers.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args }));
+    markerError = markers.error;
+  }
+  // Issue 20 §2: the reply is checked with its NOTES block still in, so a leaking NOTES patch is never applied.
+  const hidden = prompt.system.filter((s) => s.id === "inline").map((s) => s.content);
+  const raw = checkOutput(markers.visible, hidden);
+  const notes = raw.blocked ? withheldNotes(markers.visible) : await host.applyNotes(markers.visible);
+  const secrets = secretValuesFromEnv(host.env);
+  const verdict = raw.blocked ? raw : checkOutput(notes.visible, hidden);
+  const redacted = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+  const visible = verdict.blocked ? redacted : (host.redactSplitReply?.(redacted) ?? redacted);
+  return { visible, verdict, calls, markerError, hidden, notesTraces: notes.traces };
+}
+
+/**
+ * The calls to plan from a reply that asked for tools: a malformed marker block becomes one failed call the
+ * model sees in the next round (S4 §3); leaking arguments are withheld; calls past the caps (issue 20 §3) are
+ * marked by ordinal, to be answered at once with a tool error and never run.
+ */
+export async function callsToPlan(
+  ctx: RunContext,
+  run: RunRow,
+  spec: RunSpec,
+  round: number,
+  reply: Reply,
+): Promise<{ calls: AskedCall[]; limits: ToolLimitSplit<number> }> {
+  let calls = reply.calls;
+  if (reply.markerError !== null) calls = [{ id: `markers-${round}`, tool: MARKER_BLOCK, args: reply.markerError }];
+  calls = await withholdLeakingArgs(ctx, run, calls, reply.hidden);
+  const limits = reply.markerError === null ? toolLimits(ctx, run, spec, calls.length) : { admitted: [], refused: [] };
+  return { calls, limits };
+}
+
+/** Which of a turn's `count` calls (by ordinal) the per-turn and per-run caps admit (issue 20 §3). */
+function toolLimits(ctx: RunContext, run: RunRow, spec: RunSpec, count: number): ToolLimitSplit<number> {
+  const earlier = runToolExecutions(ctx.host.sql, run.id).filter((e) => e.tool !== MARKER_BLOCK && !isLimitRefusal(e));
+  return splitByToolLimits(
+    Array.from({ length: count }, (_, i) => i),
+    {
+      perTurn: spec.maxToolCallsPerTurn ?? DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+      perRun: spec.maxToolCallsPerRun ?? DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+      admittedBefore: earlier.length,
+    },
+  );
+}
+
+/**
+ * Issue 20 §2: a call whose arguments carry hidden-layer text keeps only a placeholder (the gate refuses it),
+ * so the text never reaches events, views, bundles or the audit log.
+ */
+async function withholdLeakingArgs<C extends { tool: string; args: Record<string, unknown> | string }>(
+  ctx: RunContext,
+  run: RunRow,
+  calls: C[],
+  hidden: readonly string[],
+): Promise<C[]> {
+  return Promise.all(
+    calls.map(async (c) => {
+      const guarded = await guardArguments(typeof c.args === "string" ? c.args : JSON.stringify(c.args), hidden);
+      if (!guarded.withheld) return c;
+      ctx.host.logger.log("warn", "prompt.disclosure_refused", {
+        request_id: run.id,
+        stage: "tool_args",
+        tool: c.tool,
+        signals: [guarded.reason],
+      });
+      return { ...c, args: guarded.args };
+    }),
+  );
+}
+
+/** A reply refused by the output guard: its NOTES block is not applied, only traced as withheld. */
+function withheldNotes(visible: string): { visible: string; traces: { kind: "notes_patch"; data: object }[] } {
+  return { visible, traces: [{ kind: "notes_patch", data: { error: "withheld: the reply carried hidden-layer text" } }] };
+}
