@@ -15,6 +15,7 @@ import { parseJsonl } from "../src/sessions/transcript";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import type { ReceivedHook } from "./support/outbound";
 import { ADMIN, type App, appFor, call, runDetail, until, waitForRun } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 const label = () => crypto.randomUUID().slice(0, 8);
 const today = () => new Date().toISOString().slice(0, 10);
@@ -135,7 +136,7 @@ describe("fault: R2 writes failing intermittently", () => {
       (await env.AUDIT.list({ prefix: `${path}/` })).objects.map((o) => o.key.slice(path.length + 1));
     await until(async () => {
       await runDurableObjectAlarm(stub).catch(() => {});
-      if ((await stub.auditBacklog()) !== 0) return false;
+      if ((await auditBacklog(stub)) !== 0) return false;
       for (const path of artifacts) if ((await bundleFiles(path)).length !== 1) return false;
       return true;
     }, 90_000);
@@ -271,7 +272,7 @@ describe("fault: the alarm handler throws", () => {
     // The runtime retries a failed alarm with backoff; firing it here as well keeps the test short.
     await until(async () => {
       await runDurableObjectAlarm(stub).catch(() => {});
-      if (thrown < 2 || (await stub.auditBacklog()) !== 0) return false;
+      if (thrown < 2 || (await auditBacklog(stub)) !== 0) return false;
       return (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.length === 1;
     }, 90_000);
     expect(thrown).toBe(2);
