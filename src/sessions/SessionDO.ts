@@ -56,6 +56,7 @@ export type { StoredSystemPrompt, SystemPromptAnswer } from "./system-prompt";
 export type { ToolCallbackAnswer, ToolCallbackPolicy } from "./tool-callbacks";
 export type { SessionLimitsInput } from "./transcript-limits";
 
+/** The Durable Object of one session key: RPC methods that delegate to src/sessions modules, and the alarm. */
 export class SessionDO extends DurableObject<Env> {
   readonly #cx: SessionContext;
   readonly #engine: RunEngine;
