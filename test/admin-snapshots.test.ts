@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ADMIN, appFor, call, until, waitForRun } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 const notes = (patch: Record<string, unknown>) => `<<<NOTES_JSON>>>${JSON.stringify(patch)}<<<END_NOTES_JSON>>>`;
 const room = () => `room-${crypto.randomUUID().slice(0, 8)}`;
@@ -106,7 +107,7 @@ describe("ISSUE21-3 snapshots can be listed and restored", () => {
       [first.session_id, "archived"],
     ]);
     // Audited, with the snapshot and both generations.
-    await until(async () => (await stub.auditBacklog()) === 0);
+    await until(async () => (await auditBacklog(stub)) === 0);
     const audit = await g.admin("GET", `/api/admin/audit?agent_id=main&date=${new Date().toISOString().slice(0, 10)}`);
     const restoredEvent = audit.text
       .split("\n")

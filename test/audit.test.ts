@@ -14,6 +14,7 @@ import { runObjectId } from "../src/runs/ids";
 import { createSql } from "../src/storage/sql";
 import { runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ADMIN, appFor, call, registerTestTools, runDetail, startRun, until, waitForRun } from "./support/runs";
+import { auditBacklog, describeSession } from "./support/session";
 
 registerTestTools();
 
@@ -68,7 +69,7 @@ describe("S3 §3 audit events", () => {
     const app = appFor(runConfig(host, { agentId }));
     const id = await startRun(app, "audit me", agentId);
     await waitForRun(app, id);
-    await until(async () => (await stubOf(id).auditBacklog()) === 0);
+    await until(async () => (await auditBacklog(stubOf(id))) === 0);
     const lines = await auditLines(app, agentId);
     expect(lines.map((e) => e.event_type)).toEqual([
       "run.created",
@@ -121,7 +122,7 @@ describe("S3 §3 audit events", () => {
     const res = await call(app, "POST", "/v1/chat/messages", { user_id: "u", room_id: "r", agent_id: agentId, message: "hi" });
     await waitForRun(app, res.body.id);
     await call(app, "POST", `/api/admin/sessions/${res.body.session_id}/capabilities`, { grant: "net" }, ADMIN);
-    await until(async () => (await stubOf(res.body.id).auditBacklog()) === 0);
+    await until(async () => (await auditBacklog(stubOf(res.body.id))) === 0);
     const granted = (await auditLines(app, agentId)).find((e) => e.event_type === "capability.granted");
     expect(granted).toMatchObject({
       run_id: null,
@@ -135,7 +136,7 @@ describe("S3 §3 audit events", () => {
 describe("outbox → R2 (create-only, nothing lost, nothing duplicated)", () => {
   it("an existing segment key is never overwritten: other content there fails the flush, the events stay", async () => {
     const stub = env.SESSIONS.getByName(`agent:cox:http:r:dm:${crypto.randomUUID().slice(0, 8)}`);
-    await stub.describe();
+    await describeSession(stub);
     await runInDurableObject(stub, async (_i, state: DurableObjectState) => {
       const sql = createSql(state.storage.sql);
       const stream = state.id.toString();
@@ -152,7 +153,7 @@ describe("outbox → R2 (create-only, nothing lost, nothing duplicated)", () => 
 
   it("a flush whose write landed but whose confirmation was lost completes on retry without a second copy", async () => {
     const stub = env.SESSIONS.getByName(`agent:cox:http:r:dm:${crypto.randomUUID().slice(0, 8)}`);
-    await stub.describe();
+    await describeSession(stub);
     await runInDurableObject(stub, async (_i, state: DurableObjectState) => {
       const sql = createSql(state.storage.sql);
       const stream = state.id.toString();
@@ -172,7 +173,7 @@ describe("outbox → R2 (create-only, nothing lost, nothing duplicated)", () => 
   it("injected R2 failures: 3 failed puts back off (1 s, 2 s, 4 s); after recovery every event is there exactly once, seq continuous", async () => {
     const agentId = `flaky-${crypto.randomUUID().slice(0, 8)}`;
     const stub = env.SESSIONS.getByName(`agent:${agentId}:http:r:dm:u`);
-    await stub.describe();
+    await describeSession(stub);
     await runInDurableObject(stub, async (_i, state: DurableObjectState) => {
       const sql = createSql(state.storage.sql);
       const stream = state.id.toString();
@@ -203,7 +204,7 @@ describe("outbox → R2 (create-only, nothing lost, nothing duplicated)", () => 
 describe("tamper evidence (hash chain per stream and day)", () => {
   async function threeSegments(agentId: string) {
     const stub = env.SESSIONS.getByName(`agent:${agentId}:http:r:dm:u`);
-    await stub.describe();
+    await describeSession(stub);
     return runInDurableObject(stub, async (_i, state: DurableObjectState) => {
       const sql = createSql(state.storage.sql);
       const stream = state.id.toString();

@@ -9,9 +9,11 @@ import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/config/parse";
 import { createApp } from "../src/http/app";
 import { createLogger } from "../src/observability/logger";
+import { runQueueEntry } from "../src/sessions/session-runs-store";
 import { exportJsonl, parseJsonl } from "../src/sessions/transcript";
 import { runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { appFor, waitForRun } from "./support/runs";
+import { inSession } from "./support/session";
 
 const ALICE = "test-api-token-alice-0123456789";
 const ADMIN = "test-admin-token-0123456789abcdef";
@@ -65,7 +67,7 @@ describe("POST /v1/chat/messages (S3 §5)", () => {
     expect(res.body.status).toBe("queued");
     expect(res.body.session_id).toMatch(/^ses_[0-9a-f]{32}$/);
     const stub = env.SESSIONS.getByName(`agent:main:http:alice~${r}:dm:123456`);
-    expect(await stub.run(res.body.id)).toMatchObject({
+    expect(await inSession(stub, (cx) => runQueueEntry(cx.sql, res.body.id))).toMatchObject({
       id: res.body.id,
       session_id: res.body.session_id,
       source: "http",
@@ -221,7 +223,7 @@ describe("transcript storage", () => {
     await send({ user_id: "u9", room_id: r, agent_id: "main", message: "two" });
     await evictDurableObject(stub);
     expect((await stub.messages(a.body.session_id))?.map((m) => m.content)).toEqual(["one", "two"]);
-    expect(await stub.run(a.body.id)).toMatchObject({ id: a.body.id, message_seq: 1 });
+    expect(await inSession(stub, (cx) => runQueueEntry(cx.sql, a.body.id))).toMatchObject({ id: a.body.id, message_seq: 1 });
   });
 
   it("maxTurns is enforced by archiving the oldest turns to R2, never by losing them", async () => {

@@ -13,6 +13,7 @@ import { createLogger } from "../src/observability/logger";
 import { runObjectId } from "../src/runs/ids";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ADMIN, type App, call, until } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 const S5 = ["verify", "save_snapshot", "automation.complete", "save_service_commands", "save_env_files", "request_env_variables"];
 const DB_URL = "postgres://app:canary-db-pass-7f3a91@db.example/app";
@@ -157,7 +158,7 @@ describe("ISSUE21-2 environment requests can be fulfilled", () => {
 
     // 5. Nowhere else: provider requests, transcript, run views, R2, logs, the session's Durable Object rows.
     const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(next.id) as string));
-    await until(async () => (await stub.auditBacklog()) === 0);
+    await until(async () => (await auditBacklog(stub)) === 0);
     const rows = await runInDurableObject(stub, (_i, state: DurableObjectState) =>
       state.storage.sql
         .exec<{ name: string }>(

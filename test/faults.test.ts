@@ -15,6 +15,7 @@ import { parseJsonl } from "../src/sessions/transcript";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import type { ReceivedHook } from "./support/outbound";
 import { ADMIN, type App, appFor, call, runDetail, until, waitForRun } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 const label = () => crypto.randomUUID().slice(0, 8);
 const today = () => new Date().toISOString().slice(0, 10);
@@ -135,7 +136,7 @@ describe("fault: R2 writes failing intermittently", () => {
       (await env.AUDIT.list({ prefix: `${path}/` })).objects.map((o) => o.key.slice(path.length + 1));
     await until(async () => {
       await runDurableObjectAlarm(stub).catch(() => {});
-      if ((await stub.auditBacklog()) !== 0) return false;
+      if ((await auditBacklog(stub)) !== 0) return false;
       for (const path of artifacts) if ((await bundleFiles(path)).length !== 1) return false;
       return true;
     }, 90_000);
@@ -250,20 +251,20 @@ describe("fault: the alarm handler throws", () => {
     await scriptProvider(host, [{ content: "survived" }]);
     const app = appFor(runConfig(host, { agentId, agent: { tools: { allow: [] } } }));
     const stub = env.SESSIONS.getByName(sessionKey(agentId, room, "u"));
-    // After the drain and the audit flush, the alarm writes run bundles, reading each run's detail first, outside
+    // After the drain and the audit flush, the alarm writes run bundles, listing the runs without one first, outside
     // any catch: make that read throw (twice), so the alarm handler itself fails and must be run again.
     let thrown = 0;
-    await runInDurableObject(stub, (instance: unknown) => {
-      const target = instance as { runDetail: (id: string) => Promise<unknown> };
-      const original = target.runDetail.bind(target);
-      target.runDetail = async (id: string) => {
-        if (thrown < 2) {
-          // An own property is no RPC method: put the class's back once the last failure is served.
-          if (++thrown === 2) delete (target as { runDetail?: unknown }).runDetail;
+    await runInDurableObject(stub, (_instance: unknown, state: DurableObjectState) => {
+      const target = state.storage.sql as { exec: SqlStorage["exec"] };
+      const original = target.exec.bind(target);
+      target.exec = ((query: string, ...values: SqlStorageValue[]) => {
+        if (thrown < 2 && query.includes("WHERE bundled = 0")) {
+          // An own property: put the storage's own method back once the last failure is served.
+          if (++thrown === 2) delete (target as { exec?: unknown }).exec;
           throw new Error("injected alarm failure");
         }
-        return original(id);
-      };
+        return original(query, ...values);
+      }) as SqlStorage["exec"];
     });
     const turn = await say(app, agentId, room, "hello");
     const run = await waitForRun(app, turn.id, undefined, 60_000);
@@ -271,7 +272,7 @@ describe("fault: the alarm handler throws", () => {
     // The runtime retries a failed alarm with backoff; firing it here as well keeps the test short.
     await until(async () => {
       await runDurableObjectAlarm(stub).catch(() => {});
-      if (thrown < 2 || (await stub.auditBacklog()) !== 0) return false;
+      if (thrown < 2 || (await auditBacklog(stub)) !== 0) return false;
       return (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.length === 1;
     }, 90_000);
     expect(thrown).toBe(2);

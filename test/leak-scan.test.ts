@@ -11,6 +11,7 @@ import { getBasePrompt } from "../src/prompts/catalog";
 import { runObjectId } from "../src/runs/ids";
 import { runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, appFor, call, registerTestTools, until, waitForRun } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 registerTestTools();
 
@@ -67,7 +68,7 @@ describe("leak scan", () => {
     const run = await waitForRun(app, sent.body.id);
     expect(run.status).toBe("completed");
     const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(sent.body.id) as string));
-    await until(async () => (await stub.auditBacklog()) === 0);
+    await until(async () => (await auditBacklog(stub)) === 0);
     await until(async () => (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.length === 1); // bundle.jsonl
     // Read side too: what admins and callers get back.
     const views = [

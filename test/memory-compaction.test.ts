@@ -14,6 +14,7 @@ import { redactText } from "../src/security/redact";
 import { formatRetrievedItems, ftsQuery, memoryId } from "../src/sessions/memory";
 import { extractNotes } from "../src/sessions/notes";
 import { recallIn } from "./support/memory";
+import { applyNotesIn, historyIn, rememberIn } from "./support/session";
 
 const identityFor = (name: string) => ({ sessionKey: `agent:main:http:${name}:dm:u`, agentId: "main" });
 const stubFor = (name: string) => env.SESSIONS.getByName(identityFor(name).sessionKey);
@@ -35,17 +36,17 @@ describe("S4 §5 retrieval", () => {
     expect(await memoryId("decision", "ship on Fridays")).toBe(await memoryId("decision", "ship on Fridays"));
     expect(await memoryId("decision", "ship on Fridays")).toMatch(/^mem_[0-9a-f]{16}$/);
     const stub = stubFor("mem-1");
-    const a = await stub.remember(identityFor("mem-1"), { kind: "decision", text: "ship on Fridays" });
-    const b = await stub.remember(identityFor("mem-1"), { kind: "decision", text: "ship on Fridays" });
+    const a = await rememberIn(stub, identityFor("mem-1"), { kind: "decision", text: "ship on Fridays" });
+    const b = await rememberIn(stub, identityFor("mem-1"), { kind: "decision", text: "ship on Fridays" });
     expect(b.id).toBe(a.id);
   });
 
   it("FTS5 ranks the relevant item first, and the block is exactly S4's format inside L6", async () => {
     const id = identityFor("mem-2");
     const stub = stubFor("mem-2");
-    await stub.remember(id, { kind: "note", text: "The staging database ran out of connections during the deploy." });
-    await stub.remember(id, { kind: "decision", text: "Lunch is at noon on Thursdays." });
-    await stub.remember(id, { kind: "note", text: "Raise the database connection pool to 50 before the next deploy." });
+    await rememberIn(stub, id, { kind: "note", text: "The staging database ran out of connections during the deploy." });
+    await rememberIn(stub, id, { kind: "decision", text: "Lunch is at noon on Thursdays." });
+    await rememberIn(stub, id, { kind: "note", text: "Raise the database connection pool to 50 before the next deploy." });
     const items = await recallIn(stub, "why did the deploy fail? database connections", 2);
     expect(items).toHaveLength(2);
     expect(items.every((i) => i.text.includes("database"))).toBe(true);
@@ -84,10 +85,7 @@ describe("S4 §5 retrieval", () => {
 describe("compaction in the SessionDO (S1 §5.3)", () => {
   it("condense_now (a NOTES action) stores a summary with evidence pointers and archives it to R2", async () => {
     const stub = await fill("cmp-1", 6, 2);
-    const result = await stub.applyAssistantNotes(
-      identityFor("cmp-1"),
-      'done <<<NOTES_JSON>>>{"actions":["condense_now"]}<<<END_NOTES_JSON>>>',
-    );
+    const result = await applyNotesIn(stub, identityFor("cmp-1"), 'done <<<NOTES_JSON>>>{"actions":["condense_now"]}<<<END_NOTES_JSON>>>');
     expect(result.compaction).toBe("now");
     const items = await recallIn(stub, "question deploy pipeline", 10);
     const summary = items.find((i) => i.kind === "summary");
@@ -103,20 +101,20 @@ describe("compaction in the SessionDO (S1 §5.3)", () => {
   it("buildHistory: within budget no compaction; over budget compacts and stores the summary; the next call reuses it", async () => {
     const id = identityFor("cmp-2");
     const stub = await fill("cmp-2", 30, 30);
-    const roomy = await stub.buildHistory(id, { window: { contextWindow: 131072, maxOutputTokens: 4096 }, fixedTokens: 1500 });
+    const roomy = await historyIn(stub, id, { window: { contextWindow: 131072, maxOutputTokens: 4096 }, fixedTokens: 1500 });
     expect(roomy.ok && roomy.summaries).toEqual([]);
-    const tight = await stub.buildHistory(id, { window: { contextWindow: 4000, maxOutputTokens: 500 }, fixedTokens: 1500, keepTurns: 3 });
+    const tight = await historyIn(stub, id, { window: { contextWindow: 4000, maxOutputTokens: 500 }, fixedTokens: 1500, keepTurns: 3 });
     if (!tight.ok) throw new Error("expected compaction to fit");
     expect(tight.summaries).toHaveLength(1);
     expect(tight.messages.map((m) => m.content.split(" ")[1])).toEqual(["28", "29", "30"]);
     expect(tight.estimatedTokens).toBeLessThanOrEqual(3500);
-    const again = await stub.buildHistory(id, { window: { contextWindow: 4000, maxOutputTokens: 500 }, fixedTokens: 1500, keepTurns: 3 });
+    const again = await historyIn(stub, id, { window: { contextWindow: 4000, maxOutputTokens: 500 }, fixedTokens: 1500, keepTurns: 3 });
     expect(again.ok && again.summaries[0]).toBe(tight.summaries[0]);
   });
 
   it("still over budget after compaction → over_budget, so the model is never called", async () => {
     const stub = await fill("cmp-3", 5, 300);
-    const r = await stub.buildHistory(identityFor("cmp-3"), {
+    const r = await historyIn(stub, identityFor("cmp-3"), {
       window: { contextWindow: 2500, maxOutputTokens: 500 },
       fixedTokens: 1500,
       keepTurns: 3,
@@ -130,7 +128,7 @@ describe("compaction in the SessionDO (S1 §5.3)", () => {
     const stack = await assemblePromptStack({ agentId: "main", channel: "http", toolPolicy: "native", userMessage: "next?" });
     const fixed = estimateMessagesTokens(toChatMessages(stack));
     const window = { contextWindow: fixed + 3000, maxOutputTokens: 800 };
-    const h = await stub.buildHistory(id, { window, fixedTokens: fixed, keepTurns: 2 });
+    const h = await historyIn(stub, id, { window, fixedTokens: fixed, keepTurns: 2 });
     if (!h.ok) throw new Error("expected a fit");
     const final = await assemblePromptStack({
       agentId: "main",
@@ -148,7 +146,8 @@ describe("NOTES feed memory; caps are per agent", () => {
   it("decisions and the episode summary from NOTES become searchable memory items", async () => {
     const id = identityFor("mem-notes");
     const stub = stubFor("mem-notes");
-    await stub.applyAssistantNotes(
+    await applyNotesIn(
+      stub,
       id,
       'ok <<<NOTES_JSON>>>{"add_decisions":["use Postgres for the billing ledger"],"set_episode_summary":"Discussed the billing migration."}<<<END_NOTES_JSON>>>',
     );
@@ -161,7 +160,7 @@ describe("NOTES feed memory; caps are per agent", () => {
     const id = identityFor("caps-agent");
     const stub = await fill("caps-agent", 5, 20);
     const caps = { perMessage: 100, toolSummary: 220, toolError: 320, toolOutput: 1000, total: 1000 };
-    const h = await stub.buildHistory(id, { window: { contextWindow: 131072, maxOutputTokens: 4096 }, fixedTokens: 100, caps });
+    const h = await historyIn(stub, id, { window: { contextWindow: 131072, maxOutputTokens: 4096 }, fixedTokens: 100, caps });
     if (!h.ok) throw new Error("expected a fit");
     expect(h.messages.every((m) => m.content.length <= 100)).toBe(true);
     expect(h.messages.reduce((n, m) => n + m.content.length, 0)).toBeLessThanOrEqual(1000);

@@ -8,6 +8,7 @@ import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { applyPatch, EMPTY_STATE, extractNotes, processAssistantNotes, runActions } from "../src/sessions/notes";
+import { applyNotesIn } from "./support/session";
 
 const notes = (payload: unknown) =>
   `<<<NOTES_JSON>>>${typeof payload === "string" ? payload : JSON.stringify(payload)}<<<END_NOTES_JSON>>>`;
@@ -105,7 +106,8 @@ describe("checkpoint in the SessionDO (S4 §1.2)", () => {
   const stub = () => env.SESSIONS.getByName(identity.sessionKey);
 
   it("applies NOTES, bumps the revision, keeps a trace tail, and survives eviction", async () => {
-    const first = await stub().applyAssistantNotes(
+    const first = await applyNotesIn(
+      stub(),
       identity,
       `Noted. ${notes({ add_open_loops: ["ask about budget"], actions: ["request_permission:net"] })}`,
     );
@@ -122,7 +124,7 @@ describe("checkpoint in the SessionDO (S4 §1.2)", () => {
   });
 
   it("only an admin grant moves a capability from pending to granted", async () => {
-    const model = await stub().applyAssistantNotes(identity, notes({ actions: ["grant_permission:net"] }));
+    const model = await applyNotesIn(stub(), identity, notes({ actions: ["grant_permission:net"] }));
     expect(model.checkpoint.state.capabilities_granted).toEqual([]);
     const granted = await stub().grantCapability(identity, "net");
     expect(granted.state.capabilities_granted).toEqual(["net"]);
@@ -133,7 +135,7 @@ describe("checkpoint in the SessionDO (S4 §1.2)", () => {
 
   it("a malformed NOTES block leaves the state as it was and is traced", async () => {
     const before = await stub().checkpoint(identity);
-    const r = await stub().applyAssistantNotes(identity, `ok ${notes("{broken")}`);
+    const r = await applyNotesIn(stub(), identity, `ok ${notes("{broken")}`);
     expect(r.visible).toBe("ok");
     expect(r.checkpoint.state).toEqual(before.state);
     expect(JSON.parse(r.checkpoint.trace_tail.at(-1) as string)).toEqual({

@@ -23,8 +23,10 @@ import { classifyChannel } from "../src/prompts/channels";
 import { sha256Hex } from "../src/prompts/hash";
 import { stackSha256 } from "../src/prompts/manifest";
 import { selectTaskMode } from "../src/prompts/modes";
+import { getManifest, listManifests, recordManifest } from "../src/sessions/manifests";
 import pinnedHashes from "./fixtures/prompt-hashes.json";
 import manifestSchema from "./fixtures/s2-prompt-manifest.schema.json";
+import { inSession } from "./support/session";
 
 const validator = new Validator(manifestSchema as object, "2020-12");
 const input = (over: Partial<AssemblyInput> = {}): AssemblyInput => ({
@@ -368,14 +370,17 @@ describe("manifests stored with each turn (SessionDO)", () => {
     const stub = env.SESSIONS.getByName("agent:main:http:room-m:dm:user-m");
     const a = await assemblePromptStack(input());
     const b = await assemblePromptStack(input({ userMessage: "something else" }));
-    const first = await stub.recordPromptManifest("turn_1", a.manifest);
+    const first = await inSession(stub, (cx) => recordManifest(cx.sql, "turn_1", a.manifest, new Date()));
     if (!first.ok) throw new Error("first record refused");
     expect(first.stored.manifest).toEqual(a.manifest);
-    expect(await stub.recordPromptManifest("turn_1", a.manifest)).toEqual(first);
-    expect(await stub.recordPromptManifest("turn_1", b.manifest)).toEqual({ ok: false, reason: "different_manifest" });
-    await stub.recordPromptManifest("turn_2", b.manifest);
-    expect((await stub.promptManifest("turn_1"))?.manifest.stack_sha256).toBe(a.manifest.stack_sha256);
-    expect((await stub.promptManifests()).map((m) => m.turnId)).toEqual(["turn_2", "turn_1"]);
-    expect(await stub.promptManifest("missing")).toBeNull();
+    expect(await inSession(stub, (cx) => recordManifest(cx.sql, "turn_1", a.manifest, new Date()))).toEqual(first);
+    expect(await inSession(stub, (cx) => recordManifest(cx.sql, "turn_1", b.manifest, new Date()))).toEqual({
+      ok: false,
+      reason: "different_manifest",
+    });
+    await inSession(stub, (cx) => recordManifest(cx.sql, "turn_2", b.manifest, new Date()));
+    expect((await inSession(stub, (cx) => getManifest(cx.sql, "turn_1")))?.manifest.stack_sha256).toBe(a.manifest.stack_sha256);
+    expect((await inSession(stub, (cx) => listManifests(cx.sql, 50))).map((m) => m.turnId)).toEqual(["turn_2", "turn_1"]);
+    expect(await inSession(stub, (cx) => getManifest(cx.sql, "missing") ?? null)).toBeNull();
   });
 });

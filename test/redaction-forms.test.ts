@@ -14,6 +14,7 @@ import { redactAcrossMessages, redactText, secretValuesFromEnv } from "../src/se
 import { derivedMatcherCount, stableBase64Forms } from "../src/security/secret-forms";
 import { runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ADMIN, appFor, call, until, waitForRun } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 /** Configured secrets of the test Worker (vitest.config.ts) that no credential pattern matches by shape. */
 const SIGNING = "slacksigningsecret0123456789abcdef";
@@ -91,7 +92,7 @@ async function scenario(
     runs.push(run);
   }
   const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runs[0].id) as string));
-  await until(async () => (await stub.auditBacklog()) === 0);
+  await until(async () => (await auditBacklog(stub)) === 0);
   for (const run of runs) await until(async () => (await env.AUDIT.list({ prefix: `${run.artifact_path}/` })).objects.length === 1);
   const view = await call(app, "GET", `/api/admin/chat/sessions/${sessionId}/messages`, undefined, ADMIN);
   const transcript = await call(app, "GET", `/api/admin/chat/sessions/${sessionId}/transcript`, undefined, ADMIN);

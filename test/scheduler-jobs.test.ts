@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { encodeCursor } from "../src/http/pagination";
 import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, type App, appFor, call, until } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 const app = appFor(runConfig(uniqueHost("ok")));
 
@@ -667,6 +668,6 @@ describe("S3 §3 audit of job changes", () => {
     expect(events.map((e) => e.payload)).toStrictEqual([{ job: created }, { job: updated }, { job: deleted }]);
     expect(events[1].seq).toBe(events[0].seq + 1);
     expect(events[2].seq).toBe(events[1].seq + 1);
-    expect(await env.SESSIONS.getByName("agent:main:main").auditBacklog()).toBe(0);
+    expect(await auditBacklog(env.SESSIONS.getByName("agent:main:main"))).toBe(0);
   });
 });

@@ -8,24 +8,25 @@ import { describe, expect, it } from "vitest";
 import type { SessionDO } from "../src/sessions/SessionDO";
 import { SESSION_MIGRATIONS } from "../src/sessions/schema";
 import { createSql, migrate, SqlError } from "../src/storage/sql";
+import { describeSession } from "./support/session";
 
 const stub = (name: string) => env.SESSIONS.getByName(name);
 
 describe("SessionDO", () => {
   it("applies the latest schema before its first RPC", async () => {
-    const info = await stub("agent:main:http:room-1:dm:user-1").describe();
+    const info = await describeSession(stub("agent:main:http:room-1:dm:user-1"));
     expect(info.schemaVersion).toBe(SESSION_MIGRATIONS.length);
     expect(new Date(info.createdAt).toISOString()).toBe(info.createdAt);
   });
 
   it("storage survives eviction; the schema is not re-applied", async () => {
     const s = stub("agent:main:http:room-2:dm:user-2");
-    const before = await s.describe();
+    const before = await describeSession(s);
     await runInDurableObject(s, (_instance: SessionDO, state) => {
       state.storage.sql.exec("INSERT INTO session_meta (key, value) VALUES ('probe', 'kept')");
     });
     await evictDurableObject(s);
-    const after = await s.describe();
+    const after = await describeSession(s);
     expect(after).toEqual(before);
     await runInDurableObject(s, (_instance: SessionDO, state) => {
       expect(state.storage.sql.exec("SELECT value FROM session_meta WHERE key = 'probe'").one()).toEqual({ value: "kept" });

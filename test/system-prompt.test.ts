@@ -10,6 +10,7 @@ import { disclosureRefusalMessage } from "../src/prompts/disclosure";
 import { runObjectId } from "../src/runs/ids";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, type App, appFor, call, registerTestTools, runDetail, until, waitForRun } from "./support/runs";
+import { auditBacklog } from "./support/session";
 
 beforeAll(() => registerTestTools());
 
@@ -91,7 +92,7 @@ describe("ISSUE21-4 session.system_prompt", () => {
 
     // Audited as admin actions, with the hash and size only.
     const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(first.runId) as string));
-    await until(async () => (await stub.auditBacklog()) === 0);
+    await until(async () => (await auditBacklog(stub)) === 0);
     const audit = await call(app, "GET", `/api/admin/audit?agent_id=${agentId}&date=${today()}`, undefined, ADMIN);
     const events = audit.text
       .split("\n")

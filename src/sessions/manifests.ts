@@ -48,3 +48,12 @@ export function listManifests(sql: Sql, limit: number): StoredManifest[] {
   const n = Math.max(1, Math.min(500, Math.floor(limit)));
   return sql.all<Row>`SELECT seq, turn_id, manifest, created_at FROM prompt_manifests ORDER BY seq DESC LIMIT ${n}`.map(fromRow);
 }
+
+/** The manifests of one run's model calls (turn ids `<runId>:…`), oldest first. */
+export function runManifests(sql: Sql, runId: string): StoredManifest[] {
+  return sql.all<{
+    turn_id: string;
+  }>`SELECT turn_id FROM prompt_manifests WHERE turn_id >= ${`${runId}:`} AND turn_id < ${`${runId};`} ORDER BY seq`
+    .map((r) => getManifest(sql, r.turn_id))
+    .filter((m): m is StoredManifest => m !== undefined);
+}

@@ -138,3 +138,8 @@ export function newestArchivedPartKey(sql: Sql, sessionId: string): string | und
   return sql.one<{ r2_key: string }>`SELECT r2_key FROM archived_parts WHERE session_id = ${sessionId} ORDER BY last_seq DESC LIMIT 1`
     ?.r2_key;
 }
+
+/** The lowest seq still stored for a generation (undefined when it has no rows here). */
+export function firstSeq(sql: Sql, sessionId: string): number | undefined {
+  return sql.one<{ seq: number }>`SELECT MIN(seq) AS seq FROM transcript WHERE session_id = ${sessionId}`?.seq;
+}

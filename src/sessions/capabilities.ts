@@ -1,0 +1,83 @@
+/**
+ * Background work of a session as *capabilities*, and the runner that drives them from the object's one alarm.
+ *
+ * A capability is an object that knows when it next has work (`nextAlarmAt`) and does it (`onAlarm`): the audit
+ * outbox, run bundles, job notifications, channel replies, approval expiry, the idempotency purge, firing reports
+ * and the run drain are each one (they live beside their domain: session-audit.ts, run-capabilities.ts,
+ * deliveries.ts, tool-callbacks.ts). The runner is the whole of the alarm: it holds a watchdog alarm while it
+ * works, runs every capability in the order given, then sets the alarm to the earliest `nextAlarmAt` (or clears
+ * it). A new subsystem adds a capability to the list; it never edits `alarm()`.
+ *
+ * Every capability runs on every alarm, in declaration order, like cloudflare/agents' CapabilityRunner: each one
+ * does nothing when it has nothing due, and some work only exists because an earlier one ran (a drained run leaves
+ * audit events, a bundle and a notification). Running only those "due" beforehand would miss that work (D-046).
+ */
+
+/** One kind of background work of a session object. */
+export interface AlarmCapability {
+  /** For logs and tests. */
+  readonly name: string;
+  /** When this capability next has work: `now` or earlier for "at once", null for "nothing pending". */
+  nextAlarmAt(now: number): number | null;
+  /** Does the work due now. A throw aborts this alarm; the watchdog alarm set before it retries it. */
+  onAlarm(now: number): Promise<void>;
+}
+
+/**
+ * While capabilities run, the alarm stays set this far ahead: if the object is evicted or redeployed mid-run,
+ * that alarm wakes it and the work resumes (DESIGN "SessionDO").
+ */
+export const WATCHDOG_MS = 60_000;
+
+/**
+ * Makes the alarm fire now unless it already will: an alarm set for later (an approval expiry, a stored
+ * answer's expiry, a notification retry) must not hold back work queued now.
+ */
+export async function alarmNow(storage: DurableObjectStorage): Promise<void> {
+  const now = Date.now();
+  const at = await storage.getAlarm();
+  if (at === null || at > now) await storage.setAlarm(now);
+}
+
+/** Drives a session object's capabilities from its alarm. */
+export class AlarmRunner {
+  readonly #storage: DurableObjectStorage;
+  readonly #capabilities: readonly AlarmCapability[];
+  /** Whether this instance is running capabilities now (in memory: an evicted instance's work is resumed by the next). */
+  #running = false;
+
+  /** `capabilities` in the order they run on each alarm. */
+  constructor(storage: DurableObjectStorage, capabilities: readonly AlarmCapability[]) {
+    this.#storage = storage;
+    this.#capabilities = capabilities;
+  }
+
+  /**
+   * The alarm: `prepare` (e.g. refresh secrets), then every capability in order, then the next alarm. A throw
+   * leaves the watchdog alarm in place (and the platform retries the alarm), so failed work is tried again.
+   */
+  async run(prepare: () => Promise<void>): Promise<void> {
+    // The watchdog may fire while this instance is still executing a long run: only one pass per instance.
+    if (this.#running) {
+      await this.#storage.setAlarm(Date.now() + WATCHDOG_MS);
+      return;
+    }
+    this.#running = true;
+    try {
+      await this.#storage.setAlarm(Date.now() + WATCHDOG_MS);
+      await prepare();
+      for (const capability of this.#capabilities) await capability.onAlarm(Date.now());
+    } finally {
+      this.#running = false;
+    }
+    await this.reschedule();
+  }
+
+  /** Sets the alarm to the earliest time any capability has work, or clears it when none has. */
+  async reschedule(): Promise<void> {
+    const now = Date.now();
+    const times = this.#capabilities.map((c) => c.nextAlarmAt(now)).filter((t): t is number => t !== null);
+    if (times.length > 0) return this.#storage.setAlarm(Math.min(...times));
+    return this.#storage.deleteAlarm();
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Outbound deliveries of finished runs, as capabilities shipped from the alarm: job notifications (S3 §4 notify)
+ * and chat channel replies (issue 10), each retried from its outbox until delivered or given up, each audited in
+ * the session's stream.
+ */
+import { deliverReplies, nextReplyAt } from "../channels/replies";
+import { deliverNotifications, nextNotifyAt } from "../scheduler/notify";
+import { secretValuesFromEnv } from "../security/redact";
+import type { AlarmCapability } from "./capabilities";
+import type { SessionContext } from "./context";
+import { enqueueSessionAudit } from "./session-audit";
+
+/** What both outboxes need: storage, env, secrets to redact, and the session's audit stream as `actor`. */
+function deliveryHost(cx: SessionContext, actor: string) {
+  return {
+    sql: cx.sql,
+    storage: cx.storage,
+    env: cx.env,
+    secrets: secretValuesFromEnv(cx.env),
+    audit: (eventType: string, runId: string, payload: Record<string, unknown>) =>
+      enqueueSessionAudit(cx, eventType, actor, payload, runId),
+  };
+}
+
+/** Capability: sends the notifications of finished job runs, and reports them to D1. */
+export function jobNotifications(cx: SessionContext): AlarmCapability {
+  return {
+    name: "job-notifications",
+    nextAlarmAt: (now) => nextNotifyAt(cx.sql, now),
+    onAlarm: () => deliverNotifications(deliveryHost(cx, "scheduler")),
+  };
+}
+
+/** Capability: sends a finished run's final answer back to the chat channel it came from, once. */
+export function channelReplies(cx: SessionContext): AlarmCapability {
+  return {
+    name: "channel-replies",
+    nextAlarmAt: () => nextReplyAt(cx.sql),
+    onAlarm: () => deliverReplies(deliveryHost(cx, "system")),
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * Taking a message in: the user message is redacted (secrets in force, and fragments of a secret split over
+ * earlier messages) and stored with its queued run, its `run.created` event and audit, and any job notification
+ * or channel reply target, in one transaction. A dispatch key makes it idempotent. This is the work a turn does
+ * before it replies; the transcript limits and the D1 index refresh follow it.
+ */
+import { auditFromRunEvent } from "../audit/event";
+import { enqueueAudit } from "../audit/outbox";
+import { enqueueReply, type ReplyTarget } from "../channels/replies";
+import { mintRunId } from "../runs/ids";
+import type { RunSpec } from "../runs/spec";
+import { appendEvent } from "../runs/store";
+import { enqueueNotify, type NotifySpec } from "../scheduler/notify";
+import { redactText, secretValuesFromEnv } from "../security/redact";
+import { alarmNow } from "./capabilities";
+import type { SessionContext } from "./context";
+import { insertQueuedRun, runByDispatchKey } from "./session-runs-store";
+import { ensureSession, refreshIndex, type SessionIdentity, type SessionRef } from "./session-state";
+import { applySplitRewrites, archivedLookback, redactSplitSecrets, type SplitRewrite } from "./split-secrets";
+import { appendMessage } from "./transcript";
+import { enforceLimits, type SessionLimitsInput } from "./transcript-limits";
+
+/** A message to queue a run for. */
+export interface EnqueueInput {
+  message: string;
+  source: string;
+  limits: SessionLimitsInput;
+  spec?: RunSpec;
+  callerId?: string;
+  dispatchKey?: string;
+  job?: { jobId: string; scheduledFor: string; missed: number };
+  notify?: NotifySpec | null;
+  /** A chat channel's reply target: the run's final answer goes back there once (issue 10). */
+  reply?: ReplyTarget;
+}
+
+/** The run queued for a message (`duplicate`: queued earlier under the same dispatch key). */
+export interface Enqueued {
+  runId: string;
+  sessionId: string;
+  seq: number;
+  duplicate?: boolean;
+}
+
+/** The run queued earlier under `dispatchKey`, if any. */
+function byDispatchKey(cx: SessionContext, dispatchKey: string): Enqueued | undefined {
+  const row = runByDispatchKey(cx.sql, dispatchKey);
+  return row ? { runId: row.id, sessionId: row.session_id, seq: row.message_seq, duplicate: true } : undefined;
+}
+
+/** Stores the redacted message, its queued run, `run.created` and its audit, notification and reply target; one transaction. */
+function storeQueuedRun(
+  cx: SessionContext,
+  state: SessionRef,
+  input: EnqueueInput,
+  message: { text: string; rewrites: readonly SplitRewrite[] },
+  runId: string,
+): number {
+  const now = new Date();
+  const secrets = secretValuesFromEnv(cx.env);
+  return cx.storage.transactionSync(() => {
+    applySplitRewrites(cx.sql, message.rewrites);
+    const redactions = message.text === input.message ? [] : ["content"];
+    const row = appendMessage(cx.sql, { session_id: state.sessionId, role: "user", content: message.text, run_id: runId, redactions }, now);
+    insertQueuedRun(cx.sql, {
+      id: runId,
+      sessionId: state.sessionId,
+      source: input.source,
+      agentId: state.agentId,
+      callerId: input.callerId ?? null,
+      messageSeq: row.seq,
+      spec: input.spec ? JSON.stringify(input.spec) : null,
+      at: now.toISOString(),
+      dispatchKey: input.dispatchKey ?? null,
+    });
+    if (input.notify) enqueueNotify(cx.sql, runId, input.notify);
+    if (input.reply) enqueueReply(cx.sql, runId, input.reply);
+    const created = appendEvent(cx.sql, { id: runId, agent_id: state.agentId }, "run.created", createdPayload(state, input, row.seq), now);
+    const actor = input.callerId ? `api:${input.callerId}` : input.job ? "scheduler" : "system";
+    enqueueAudit(cx.sql, auditFromRunEvent(created, actor, secrets));
+    return row.seq;
+  });
+}
+
+/** The `run.created` payload: where the message is, which model, which configuration, which job firing. */
+function createdPayload(state: SessionRef, input: EnqueueInput, seq: number): Record<string, unknown> {
+  return {
+    source: input.source,
+    session_id: state.sessionId,
+    message_seq: seq,
+    provider: input.spec?.model.providerId ?? null,
+    model: input.spec?.model.modelId ?? null,
+    // Which configuration the run was accepted under: an operator can fetch that version afterwards.
+    ...(input.spec?.config ? { config: input.spec.config } : {}),
+    ...(input.job ? { job_id: input.job.jobId, scheduled_for: input.job.scheduledFor, missed: input.job.missed } : {}),
+  };
+}
+
+/**
+ * Stores a user message (redacted before it is written) and queues a run for it; the run engine executes it
+ * from the alarm. `dispatchKey` makes the call idempotent: a second call with the same key returns the first run
+ * (`duplicate: true`) and stores nothing. The scheduler passes a firing's run key, with the firing (recorded in
+ * `run.created`) and its notification, queued in the same transaction as the run.
+ */
+export async function enqueueMessage(cx: SessionContext, identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
+  await cx.refreshSecrets(); // the message is redacted with every secret in force, stored ones included
+  const state = await ensureSession(cx, identity);
+  const seen = input.dispatchKey ? byDispatchKey(cx, input.dispatchKey) : undefined;
+  if (seen) return seen;
+  const secrets = secretValuesFromEnv(cx.env);
+  // A secret may have been split across this message and the previous user messages (issue 20 §5).
+  const archived = await archivedLookback(cx.sql, cx.env.AUDIT, state.sessionId, "user", secrets);
+  const split = redactSplitSecrets(cx.sql, state.sessionId, "user", redactText(input.message, secrets), secrets, archived);
+  const runId = mintRunId(cx.objectId);
+  // Nothing awaited since the dispatch-key check above, so no other call can have used the key in between.
+  const seq = storeQueuedRun(cx, state, input, split, runId);
+  if (input.spec) await alarmNow(cx.storage);
+  await enforceLimits(cx, state, input.limits);
+  await refreshIndex(cx, state.sessionKey, state.sessionId);
+  return { runId, sessionId: state.sessionId, seq };
+}

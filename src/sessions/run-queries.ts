@@ -1,0 +1,119 @@
+/**
+ * Reading runs back: a run in S3 §5's shape, its events after a seq (long-polling when there are none yet), waiting
+ * for a run to end or pause, and the admin's full detail (events, S4 §6 trace, prompt manifests, tool calls).
+ * Read-only: runs are written by the run engine.
+ */
+import { completionOf } from "../runs/completion";
+import type { RunEvent } from "../runs/events";
+import { getRun, isTerminal, listEvents, listTraces, runToolExecutions, type TraceEvent } from "../runs/store";
+import { type RunView, runView } from "../runs/view";
+import type { Sql } from "../storage/sql";
+import type { ToolRequest, ToolResponse } from "../tools/envelope";
+import { runManifests, type StoredManifest } from "./manifests";
+import type { RunWaiters } from "./run-waiters";
+import { pendingApprovalsOf } from "./session-runs-store";
+
+/** The longest a caller may wait for a run in one call. */
+const MAX_WAIT_MS = 60_000;
+
+/** A run as `awaitRun` answers it. */
+export interface AwaitedRun {
+  view: RunView;
+  callerId: string | null;
+  finished: boolean;
+  paused: boolean;
+  usage: { prompt_tokens: number; completion_tokens: number };
+  pendingApprovals: { approval_id: string; tool: string }[];
+  /** A failed run's code and message. */
+  error: { code: string; message: string } | null;
+}
+
+/** A run with everything recorded about it (admin). */
+export interface RunDetail {
+  view: RunView;
+  events: RunEvent[];
+  trace: TraceEvent[];
+  manifests: StoredManifest[];
+  toolCalls: { request: ToolRequest | null; response: ToolResponse | null }[];
+}
+
+/** A run in S3 §5's shape, with the caller that queued it (for access checks), or null. */
+export function runRecord(sql: Sql, runId: string): { view: RunView; callerId: string | null; sessionId: string } | null {
+  const run = getRun(sql, runId);
+  if (!run) return null;
+  return {
+    view: runView(run, runToolExecutions(sql, runId), Date.now(), completionOf(sql, run)),
+    callerId: run.caller_id,
+    sessionId: run.session_id,
+  };
+}
+
+/** A run's lifecycle events after `afterSeq`, and whether it has ended; with `waitMs`, waits (capped) for the next event if none yet. */
+export async function runEvents(
+  sql: Sql,
+  waiters: RunWaiters,
+  runId: string,
+  o: { afterSeq: number; limit: number; waitMs: number },
+): Promise<{ events: RunEvent[]; finished: boolean; callerId: string | null } | null> {
+  const read = () => {
+    const run = getRun(sql, runId);
+    if (!run) return null;
+    const events = listEvents(sql, run, o.afterSeq, Math.max(1, Math.min(1000, o.limit)));
+    return { events, finished: isTerminal(run.status), callerId: run.caller_id };
+  };
+  const first = read();
+  // Long polling, no busy loop.
+  if (!first || first.events.length > 0 || first.finished || o.waitMs <= 0) return first;
+  await waiters.next(runId, Math.min(o.waitMs, MAX_WAIT_MS));
+  return read();
+}
+
+/**
+ * Waits (at most `waitMs`, capped at 60 s) for a run to end — or, with `untilPaused`, to stop for a human
+ * approval — and answers the run as S3 shows it either way, with its token usage so far (from the provider's
+ * figures) and the approvals it waits for.
+ */
+export async function awaitRun(
+  sql: Sql,
+  waiters: RunWaiters,
+  runId: string,
+  waitMs: number,
+  opts: { untilPaused?: boolean } = {},
+): Promise<AwaitedRun | null> {
+  const deadline = Date.now() + Math.min(Math.max(0, waitMs), MAX_WAIT_MS);
+  for (;;) {
+    const run = getRun(sql, runId);
+    if (!run) return null;
+    const finished = isTerminal(run.status);
+    const paused = run.status === "awaiting_approval";
+    if (finished || (paused && opts.untilPaused) || Date.now() >= deadline)
+      return {
+        view: runView(run, runToolExecutions(sql, runId), Date.now(), completionOf(sql, run)),
+        callerId: run.caller_id,
+        finished,
+        paused,
+        usage: { prompt_tokens: run.prompt_tokens, completion_tokens: run.completion_tokens },
+        error: run.status === "failed" && run.error ? (JSON.parse(run.error) as { code: string; message: string }) : null,
+        pendingApprovals: paused ? pendingApprovalsOf(sql, runId) : [],
+      };
+    await waiters.next(runId, deadline - Date.now());
+  }
+}
+
+/** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */
+export function runDetail(sql: Sql, runId: string): RunDetail | null {
+  const run = getRun(sql, runId);
+  if (!run) return null;
+  const manifests = runManifests(sql, runId);
+  const executions = runToolExecutions(sql, runId);
+  return {
+    view: runView(run, executions, Date.now(), completionOf(sql, run)),
+    toolCalls: executions.map((e) => ({
+      request: e.request ? (JSON.parse(e.request) as ToolRequest) : null,
+      response: e.response ? (JSON.parse(e.response) as ToolResponse) : null,
+    })),
+    events: listEvents(sql, run, 0, 100_000),
+    trace: listTraces(sql, runId),
+    manifests,
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * The session's own rows, as named statements: who the session is (`session_state`, one row) and the small
+ * key/value facts kept beside it (`session_meta`: creation time, the audit sequence, when the D1 index was last
+ * refreshed, each generation's inline system prompt). The only module that writes SQL for these two tables.
+ */
+import type { Sql } from "../storage/sql";
+
+/** The session as stored: its key, agent and current generation. */
+export interface SessionRef {
+  sessionKey: string;
+  agentId: string;
+  sessionId: string;
+}
+
+/** The session row, or undefined before the session is created. */
+export function readSession(sql: Sql): SessionRef | undefined {
+  const row = sql.one<{ session_key: string; agent_id: string; session_id: string }>`
+    SELECT session_key, agent_id, session_id FROM session_state WHERE id = 1`;
+  return row && { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id };
+}
+
+/** The stored S5 session type (undefined before the session exists). */
+export function readSessionType(sql: Sql): string | undefined {
+  return sql.one<{ session_type: string }>`SELECT session_type FROM session_state WHERE id = 1`?.session_type;
+}
+
+/** Creates the session row (once: the row's id is fixed to 1). */
+export function insertSession(sql: Sql, ref: SessionRef, sessionType: string): void {
+  sql.run`INSERT INTO session_state (id, session_key, agent_id, session_id, session_type)
+          VALUES (1, ${ref.sessionKey}, ${ref.agentId}, ${ref.sessionId}, ${sessionType})`;
+}
+
+/** Points the session at another generation. */
+export function setCurrentGeneration(sql: Sql, sessionId: string): void {
+  sql.run`UPDATE session_state SET session_id = ${sessionId} WHERE id = 1`;
+}
+
+/** One `session_meta` value, if set. */
+export function metaValue(sql: Sql, key: string): string | undefined {
+  return sql.one<{ value: string }>`SELECT value FROM session_meta WHERE key = ${key}`?.value;
+}
+
+/** Sets (or replaces) one `session_meta` value. */
+export function setMeta(sql: Sql, key: string, value: string): void {
+  sql.run`INSERT INTO session_meta (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+}
+
+/** Removes one `session_meta` value. */
+export function deleteMeta(sql: Sql, key: string): void {
+  sql.run`DELETE FROM session_meta WHERE key = ${key}`;
+}
+
+/** Records when this object's storage was first created (kept from the first call on). */
+export function markCreated(sql: Sql, at: string): void {
+  sql.run`INSERT INTO session_meta (key, value) VALUES ('created_at', ${at}) ON CONFLICT (key) DO NOTHING`;
+}
+
+/** The storage schema version in force and when this session's storage was first created. */
+export function describeStorage(sql: Sql): { schemaVersion: number; createdAt: string } {
+  const version = sql.one<{ version: number }>`SELECT version FROM _schema WHERE id = 1`?.version ?? 0;
+  return { schemaVersion: version, createdAt: metaValue(sql, "created_at") ?? "" };
+}
+
+/** The next number of the session's own audit sequence (events outside a run's lifecycle); call inside a transaction. */
+export function nextAuditSeq(sql: Sql): number {
+  const seq = Number(metaValue(sql, "audit_seq") ?? 0) + 1;
+  setMeta(sql, "audit_seq", String(seq));
+  return seq;
+}
