@@ -1,0 +1,31 @@
+/**
+ * The shape of the house (issue 22), held: the SessionDO facade and the run engine stay short, no function in
+ * src/runs or src/sessions runs over a screenful, neither file holds SQL (statements live in store modules), and
+ * the README fits on a few screens. The same figures print with `npm run house` (scripts/house-check.mjs).
+ */
+import { describe, expect, it } from "vitest";
+import { ENGINE, FACADE, LIMITS, measure } from "../../scripts/house-check.mjs";
+
+const m = measure();
+
+describe("ISSUE22 the house", () => {
+  it(`ISSUE22 ${FACADE} is a facade of at most ${LIMITS.facadeLines} lines`, () => {
+    expect(m.facadeLines).toBeLessThanOrEqual(LIMITS.facadeLines);
+  });
+
+  it(`ISSUE22 ${ENGINE} reads as the run's lifecycle in at most ${LIMITS.engineLines} lines`, () => {
+    expect(m.engineLines).toBeLessThanOrEqual(LIMITS.engineLines);
+  });
+
+  it(`ISSUE22 no function in src/runs or src/sessions is over ${LIMITS.functionLines} lines`, () => {
+    expect(m.overLong.map((f) => `${f.file}:${f.line} ${f.name} (${f.lines} lines)`)).toEqual([]);
+  });
+
+  it("ISSUE22 neither the facade nor the engine holds an SQL statement", () => {
+    expect(m.sql).toEqual({ [FACADE]: [], [ENGINE]: [] });
+  });
+
+  it(`ISSUE22 the README is at most ${LIMITS.readmeBytes} bytes`, () => {
+    expect(m.readmeBytes).toBeLessThanOrEqual(LIMITS.readmeBytes);
+  });
+});
