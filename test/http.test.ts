@@ -11,7 +11,7 @@ import { env } from "cloudflare:workers";
 import { createRoute, z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../src/http/app";
-import { requireScope } from "../src/http/auth";
+import { requireScope } from "../src/http/middleware/auth";
 import { requireJsonBody } from "../src/http/router";
 import worker from "../src/index";
 import { createLogger } from "../src/observability/logger";

@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/config/parse";
 import { createApp } from "../src/http/app";
-import { encodeCursor, INVALID_CURSOR } from "../src/http/pagination";
+import { encodeCursor, INVALID_CURSOR } from "../src/http/middleware/pagination";
 import { createLogger } from "../src/observability/logger";
 import { indexApproval } from "../src/runs/approvals";
 import { indexRun } from "../src/runs/index-d1";

@@ -8,13 +8,13 @@
  * Its writes that change what will be executed still wait for an approval like any other run's.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
-import { buildRunSpec } from "../runs/spec";
-import { findSessionKey } from "../sessions/index-d1";
-import { AGENT_ID, formatSessionKey, parseSessionKey, SESSION_ID, sessionObjectName } from "../sessions/keys";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { buildRunSpec } from "../../runs/spec";
+import { findSessionKey } from "../../sessions/index-d1";
+import { AGENT_ID, formatSessionKey, parseSessionKey, SESSION_ID, sessionObjectName } from "../../sessions/keys";
+import { refuseWhenApprovalsBacklogged } from "../approvals-backlog";
+import { requireScope } from "../middleware/auth";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "../router";
 
 /** The caller key an admin's setup runs count against for per-caller limits (src/runs/caller.ts). */
 export const ADMIN_CALLER_KEY = "admin";

@@ -9,14 +9,14 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { GatewayError } from "../errors";
-import { MAX_INLINE_ROLE_CHARS } from "../prompts/assemble";
-import { redactText, secretValuesFromEnv } from "../security/redact";
-import { SESSION_ID } from "../sessions/keys";
-import type { SessionDO, StoredSystemPrompt, SystemPromptAnswer } from "../sessions/SessionDO";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
-import { sessionById } from "./session-by-id";
+import { GatewayError } from "../../errors";
+import { MAX_INLINE_ROLE_CHARS } from "../../prompts/assemble";
+import { redactText, secretValuesFromEnv } from "../../security/redact";
+import { SESSION_ID } from "../../sessions/keys";
+import type { SessionDO, StoredSystemPrompt, SystemPromptAnswer } from "../../sessions/SessionDO";
+import { requireScope } from "../middleware/auth";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "../router";
+import { sessionById } from "../session-by-id";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });

@@ -6,8 +6,8 @@
  * The parts of S5's injection this gateway does not provide are listed in docs/decisions.md (D-042).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { resolveAgentModel } from "../config/model-ref";
-import { GatewayError } from "../errors";
+import { resolveAgentModel } from "../../config/model-ref";
+import { GatewayError } from "../../errors";
 import {
   OPENCODE_CONFIG_PATHS,
   OPENCODE_START,
@@ -16,17 +16,17 @@ import {
   SANDBOX_ENV,
   toOpencodeModelId,
   toolFiles,
-} from "../sandbox/bootstrap";
-import { CALLBACK_CLIENT } from "../sandbox/callback-client";
-import { sessionEnvValues } from "../sandbox/env-requests";
-import { secretsKey } from "../security/secrets-store";
-import { SESSION_ID } from "../sessions/keys";
-import { isAllowlisted } from "../tools/policy";
-import { type ToolDefinition, tools } from "../tools/registry";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
-import { sessionById } from "./session-by-id";
-import { mintRecordedSandboxToken } from "./tool-callbacks";
+} from "../../sandbox/bootstrap";
+import { CALLBACK_CLIENT } from "../../sandbox/callback-client";
+import { sessionEnvValues } from "../../sandbox/env-requests";
+import { secretsKey } from "../../security/secrets-store";
+import { SESSION_ID } from "../../sessions/keys";
+import { isAllowlisted } from "../../tools/policy";
+import { type ToolDefinition, tools } from "../../tools/registry";
+import { requireScope } from "../middleware/auth";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionById } from "../session-by-id";
+import { mintRecordedSandboxToken } from "../webhooks/tool-callbacks";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 

@@ -14,18 +14,18 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import { ERROR_CODES, type ErrorCode, GatewayError } from "../errors";
-import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../openai/request";
-import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../openai/wire";
-import { apiCallerKey } from "../runs/caller";
-import { buildRunSpec } from "../runs/spec";
-import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
-import type { SessionDO } from "../sessions/SessionDO";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "./idempotency-key";
-import { openStreamLease, releaseInBackground } from "./open-streams";
-import { type AppEnv, createRouter, requireJsonBody } from "./router";
+import { ERROR_CODES, type ErrorCode, GatewayError } from "../../errors";
+import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
+import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../../openai/wire";
+import { apiCallerKey } from "../../runs/caller";
+import { buildRunSpec } from "../../runs/spec";
+import { formatSessionKey, parseSessionKey, sessionObjectName } from "../../sessions/keys";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { refuseWhenApprovalsBacklogged } from "../approvals-backlog";
+import { requireScope } from "../middleware/auth";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "../middleware/idempotency-key";
+import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
+import { type AppEnv, createRouter, requireJsonBody } from "../router";
 
 /** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
 export const HEARTBEAT_MS = 15_000;

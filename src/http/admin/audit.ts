@@ -4,11 +4,11 @@
  *   GET /api/admin/audit/verify?agent_id=…&date=YYYY-MM-DD   walks the day's hash chains; the first broken or missing link
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { auditPrefix, type StreamHead, segmentEvents, verifySegments } from "../audit/segments";
-import { auditStreams } from "../audit/streams";
-import { AGENT_ID } from "../sessions/keys";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+import { auditPrefix, type StreamHead, segmentEvents, verifySegments } from "../../audit/segments";
+import { auditStreams } from "../../audit/streams";
+import { AGENT_ID } from "../../sessions/keys";
+import { requireScope } from "../middleware/auth";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const Query = z.object({
   agent_id: z.string().regex(AGENT_ID, "an agent id"),

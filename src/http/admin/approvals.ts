@@ -9,14 +9,14 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { GatewayError } from "../errors";
-import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../runs/approvals";
-import { findSessionKey } from "../sessions/index-d1";
-import { SESSION_ID } from "../sessions/keys";
-import type { SessionDO } from "../sessions/SessionDO";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../../runs/approvals";
+import { findSessionKey } from "../../sessions/index-d1";
+import { SESSION_ID } from "../../sessions/keys";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { requireScope } from "../middleware/auth";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "../router";
 
 const Approval = z
   .object({

@@ -12,20 +12,20 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import { GatewayError } from "../errors";
-import { apiCallerKey } from "../runs/caller";
-import { eventForApiCaller } from "../runs/events";
-import { RUN_ID, runObjectId } from "../runs/ids";
-import { listRuns, type RunIndexRow } from "../runs/index-d1";
-import { buildRunSpec } from "../runs/spec";
-import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
-import type { SessionDO } from "../sessions/SessionDO";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
-import { openStreamLease, releaseInBackground } from "./open-streams";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { apiCallerKey } from "../../runs/caller";
+import { eventForApiCaller } from "../../runs/events";
+import { RUN_ID, runObjectId } from "../../runs/ids";
+import { listRuns, type RunIndexRow } from "../../runs/index-d1";
+import { buildRunSpec } from "../../runs/spec";
+import { AGENT_ID, formatSessionKey, parseSessionKey, sessionObjectName } from "../../sessions/keys";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { refuseWhenApprovalsBacklogged } from "../approvals-backlog";
+import { requireScope } from "../middleware/auth";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
+import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "../router";
 
 export const RunRequest = z
   .strictObject({

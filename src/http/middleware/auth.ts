@@ -14,8 +14,8 @@
  * for coming from "local" addresses or for any other header.
  */
 import type { MiddlewareHandler } from "hono";
-import { GatewayError } from "../errors";
-import type { Logger } from "../observability/logger";
+import { GatewayError } from "../../errors";
+import type { Logger } from "../../observability/logger";
 
 export type Scope = "admin" | "api";
 

@@ -5,13 +5,13 @@
  * session key, so a snapshot of another session is not found there, and restoring it there is refused.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
-import { SESSION_ID } from "../sessions/keys";
-import { type SessionSnapshot, snapshotKey } from "../tools/builtin/s5";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
-import { sessionById } from "./session-by-id";
+import { GatewayError } from "../../errors";
+import { SESSION_ID } from "../../sessions/keys";
+import { type SessionSnapshot, snapshotKey } from "../../tools/builtin/s5";
+import { requireScope } from "../middleware/auth";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionById } from "../session-by-id";
 
 const SNAPSHOT_ID = /^snap_[0-9a-f]{24}$/;
 

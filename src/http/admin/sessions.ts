@@ -7,19 +7,19 @@
  * as JSONL"; S1 §5.2 line shape, redactions included), archived parts and all.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
+import { GatewayError } from "../../errors";
 import {
   findSessionKey,
   type GenerationSummary as GenerationRow,
   listGenerations,
   listSessions,
   type SessionSummary as SessionRow,
-} from "../sessions/index-d1";
-import { SESSION_ID } from "../sessions/keys";
-import { TranscriptRow } from "../sessions/transcript";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+} from "../../sessions/index-d1";
+import { SESSION_ID } from "../../sessions/keys";
+import { TranscriptRow } from "../../sessions/transcript";
+import { requireScope } from "../middleware/auth";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const SessionSummary = z
   .object({

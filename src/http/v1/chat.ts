@@ -6,15 +6,15 @@
  * once (200), which therefore only reach that caller's generations.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
-import { requestCallerKey } from "../runs/caller";
-import { buildRunSpec } from "../runs/spec";
-import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
-import type { SessionIdentity } from "../sessions/SessionDO";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { requestCallerKey } from "../../runs/caller";
+import { buildRunSpec } from "../../runs/spec";
+import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../../sessions/keys";
+import type { SessionIdentity } from "../../sessions/SessionDO";
+import { refuseWhenApprovalsBacklogged } from "../approvals-backlog";
+import { requireScope } from "../middleware/auth";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "../router";
 
 const IdPart = z.string().regex(KEY_PART, "1-128 characters of letters, digits and + . _ @ = -");
 

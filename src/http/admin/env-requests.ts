@@ -8,13 +8,13 @@
  * is told the key names in L6 of the session's later runs (docs/tools.md "Environment requests", D-045).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GATEWAY_AUDIT_AGENT } from "../config/schema";
-import { GatewayError } from "../errors";
-import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../sandbox/env-requests";
-import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../security/secrets-store";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GATEWAY_AUDIT_AGENT } from "../../config/schema";
+import { GatewayError } from "../../errors";
+import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../../sandbox/env-requests";
+import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../../security/secrets-store";
+import { requireScope } from "../middleware/auth";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "../router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 

@@ -17,8 +17,8 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { defaultModelRef, resolveConfiguredModelRef } from "../config/model-ref";
-import { GATEWAY_AUDIT_AGENT } from "../config/schema";
+import { defaultModelRef, resolveConfiguredModelRef } from "../../config/model-ref";
+import { GATEWAY_AUDIT_AGENT } from "../../config/schema";
 import {
   type ConfigVersionRecord,
   configInForce,
@@ -26,16 +26,16 @@ import {
   forgetConfigInForce,
   listConfigVersions,
   postConfigVersion,
-} from "../config/versions";
-import { GatewayError } from "../errors";
-import { listRuns } from "../runs/index-d1";
-import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../security/secret-origins";
-import { detectSecretValue, isSecretFieldName } from "../security/secret-patterns";
-import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../security/secrets-store";
-import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../security/stored-secrets";
-import { forgetAdminGenerations } from "../storage/admin-generation";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
+} from "../../config/versions";
+import { GatewayError } from "../../errors";
+import { listRuns } from "../../runs/index-d1";
+import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../../security/secret-origins";
+import { detectSecretValue, isSecretFieldName } from "../../security/secret-patterns";
+import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../../security/secrets-store";
+import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../../security/stored-secrets";
+import { forgetAdminGenerations } from "../../storage/admin-generation";
+import { requireScope } from "../middleware/auth";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
 import {
   type AppEnv,
   createRouter,
@@ -43,7 +43,7 @@ import {
   MAX_JSON_DEPTH,
   requireJsonBody,
   withinJsonDepth,
-} from "./router";
+} from "../router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };

@@ -10,8 +10,8 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { webhookKey } from "../channels/standard-webhooks";
-import { GatewayError } from "../errors";
+import { webhookKey } from "../../channels/standard-webhooks";
+import { GatewayError } from "../../errors";
 import {
   createJob,
   deleteJob,
@@ -24,11 +24,11 @@ import {
   listFirings,
   listJobs,
   replaceJob,
-} from "../scheduler/jobs";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
-import { RunCompletionSchema } from "./runs";
+} from "../../scheduler/jobs";
+import { requireScope } from "../middleware/auth";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "../router";
+import { RunCompletionSchema } from "../v1/runs";
 
 const Job = z
   .object({

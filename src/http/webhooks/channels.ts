@@ -15,17 +15,17 @@
 
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { ReplyTarget } from "../channels/replies";
-import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
-import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
-import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
-import { GatewayError } from "../errors";
-import { channelCallerKey } from "../runs/caller";
-import { buildRunSpec } from "../runs/spec";
-import { deploymentConfig, secretOrigins } from "../security/secret-origins";
-import { acceptedSecrets } from "../security/stored-secrets";
-import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+import type { ReplyTarget } from "../../channels/replies";
+import { parseSlackPayload, verifySlackSignature } from "../../channels/slack";
+import { parseStandardInbound, verifyWebhook, webhookKey } from "../../channels/standard-webhooks";
+import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../../channels/telegram";
+import { GatewayError } from "../../errors";
+import { channelCallerKey } from "../../runs/caller";
+import { buildRunSpec } from "../../runs/spec";
+import { deploymentConfig, secretOrigins } from "../../security/secret-origins";
+import { acceptedSecrets } from "../../security/stored-secrets";
+import { formatSessionKey, parseSessionKey, sessionObjectName } from "../../sessions/keys";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 type Channel = "telegram" | "slack" | "standard";
 

@@ -14,14 +14,14 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
-import { GatewayError } from "../errors";
-import { buildRunSpec } from "../runs/spec";
-import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../security/sandbox-token";
-import { recordMintedToken, revokeSandboxToken, sandboxTokenRevoked } from "../security/sandbox-token-store";
-import { findSessionKey } from "../sessions/index-d1";
-import { SESSION_ID } from "../sessions/keys";
-import type { ToolCallbackAnswer } from "../sessions/SessionDO";
-import { requireScope } from "./auth";
+import { GatewayError } from "../../errors";
+import { buildRunSpec } from "../../runs/spec";
+import { mintSandboxToken, sandboxSecretUsable, verifySandboxToken } from "../../security/sandbox-token";
+import { recordMintedToken, revokeSandboxToken, sandboxTokenRevoked } from "../../security/sandbox-token-store";
+import { findSessionKey } from "../../sessions/index-d1";
+import { SESSION_ID } from "../../sessions/keys";
+import type { ToolCallbackAnswer } from "../../sessions/SessionDO";
+import { requireScope } from "../middleware/auth";
 import {
   type AppEnv,
   createRouter,
@@ -29,8 +29,8 @@ import {
   MAX_JSON_DEPTH,
   requireJsonBody,
   withinJsonDepth,
-} from "./router";
-import { sessionById } from "./session-by-id";
+} from "../router";
+import { sessionById } from "../session-by-id";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });
