@@ -12,7 +12,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../src/http/app";
 import { requireScope } from "../src/http/middleware/auth";
-import { requireJsonBody } from "../src/http/router";
+import { requireJsonBody } from "../src/http/middleware/json-body";
 import worker from "../src/index";
 import { createLogger } from "../src/observability/logger";
 
