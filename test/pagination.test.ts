@@ -1,5 +1,5 @@
 /**
- * Lists (issue 11 item 1; docs/api.md "Lists"; src/http/pagination.ts): every admin list pages the same way —
+ * Lists (issue 11 item 1; docs/api.md "Lists"; src/http/middleware/pagination.ts): every admin list pages the same way —
  * `?limit=` (1–200, default 50; jobs up to 500), `?cursor=` from the previous page's `next_cursor`, `null` on the
  * last page — over a stable, unique sort key, and keeps its filters. Against the real local D1, SessionDOs and R2,
  * through the app. Rows are seeded with the index writers the gateway uses (or, for the tables whose writers stamp

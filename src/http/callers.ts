@@ -12,10 +12,12 @@
  * group in the OpenAPI document (`security` and `x-auth`, read by src/http/openapi.ts), so the document says what
  * is enforced, not what a path looks like. Like the OAuth provider facade of cloudflare/workers-oauth-provider
  * (`apiRoute` → `apiHandler` only with a valid token), the guard sits at the mount, so a route added under the
- * prefix cannot forget it — and an unknown path under it answers 401/403 to a caller without that credential.
+ * prefix cannot forget it. The guard runs only where a route answers: a path under the prefix that no route
+ * serves stays the plain 404 it always was, whoever asks (`guardRoutedOnly`).
  */
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
 import type { AuthEnv } from "./middleware/auth";
 import { type AppEnv, createRouter } from "./router";
 
@@ -38,11 +40,22 @@ export function securityOf(credential: Credential): Record<string, string[]>[] {
 /** Mounts `group` at `door.prefix` behind its guard, and marks each of its operations with the door's credential. */
 export function mountDoor(app: OpenAPIHono<AppEnv>, door: Door, group: OpenAPIHono<AppEnv>): void {
   const mounted = createRouter();
-  if (door.guard) mounted.use("*", door.guard as MiddlewareHandler<AppEnv>); // registered first, so it runs before every route of the group
+  if (door.guard) mounted.use("*", guardRoutedOnly(door.guard as MiddlewareHandler<AppEnv>)); // registered first, so it runs before every route of the group
   mounted.route("/", group);
   for (const def of mounted.openAPIRegistry.definitions) {
     if (def.type !== "route") continue;
     Object.assign(def.route, { security: securityOf(door.credential), "x-auth": door.credential });
   }
   app.route(door.prefix, mounted);
+}
+
+/**
+ * `guard`, applied only when a route (not just middleware) matched the request: otherwise the request goes on to
+ * the app's 404, as it did when each route checked its own credential.
+ */
+function guardRoutedOnly(guard: MiddlewareHandler<AppEnv>): MiddlewareHandler<AppEnv> {
+  return async function guardRoutedOnly(c, next) {
+    if (!matchedRoutes(c).some((route) => route.method !== "ALL")) return next();
+    return guard(c, next);
+  };
 }

@@ -24,6 +24,7 @@ export const RunCompletionSchema = z
   ])
   .openapi("RunCompletion");
 
+/** A run as S3 §5 shows it (`GET /v1/runs/{run_id}`, and `run` in the admin's detail). */
 export const RunSchema = z
   .object({
     id: z.string(),
@@ -43,6 +44,7 @@ export const RunSchema = z
   })
   .openapi("Run");
 
+/** One S3 §2 lifecycle event of a run. */
 export const RunEventSchema = z
   .object({
     event_id: z.string(),
@@ -55,7 +57,9 @@ export const RunEventSchema = z
   })
   .openapi("RunEvent");
 
+/** The `{run_id}` path parameter. */
 export const RunIdParam = z.object({ run_id: z.string().regex(RUN_ID, "a run id as returned by POST /v1/runs") });
+
 /** The errors every route addressed by a run id documents. */
 export const runErrors = {
   401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },

@@ -1,6 +1,6 @@
 /**
  * Human approvals and capabilities for admins (S1 §3.3, S4 §1.1, DESIGN "Approvals", "Capabilities"):
- *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/pagination.ts)
+ *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/middleware/pagination.ts)
  *   GET  /api/admin/approvals/{approval_id}           one approval with its redacted arguments
  *   POST /api/admin/approvals/{approval_id}           {decision: "approve"|"deny", reason?} → 200; 409 decided, 410 expired
  *   GET  /api/admin/sessions/{session_id}/capabilities   granted and pending (requested by the model) capabilities

@@ -1,5 +1,5 @@
 /**
- * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/pagination.ts):
+ * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/middleware/pagination.ts):
  * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first,
  * `GET /api/admin/chat/generations`: every generation (session_id) of those sessions, current and archived, and
  * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata), and
