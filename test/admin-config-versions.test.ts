@@ -10,7 +10,7 @@ import { bundledConfig } from "../src/config/load";
 import { parseGatewayConfig } from "../src/config/parse";
 import { bundledConfigSha256, configInForce, forgetConfigInForce, postConfigVersion } from "../src/config/versions";
 import { createApp } from "../src/http/app";
-import { encodeCursor } from "../src/http/pagination";
+import { encodeCursor } from "../src/http/middleware/pagination";
 import { createLogger } from "../src/observability/logger";
 import { sha256Hex } from "../src/prompts/hash";
 import { forgetStoredSecrets, storableSecretName } from "../src/security/stored-secrets";

@@ -4,7 +4,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { blankSensitive } from "../src/http/admin-config";
+import { blankSensitive } from "../src/http/admin/config";
 import { decryptSecret, secretsKey } from "../src/security/secrets-store";
 import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, appFor, call } from "./support/runs";

@@ -11,8 +11,8 @@ import { env } from "cloudflare:workers";
 import { createRoute, z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../src/http/app";
-import { requireScope } from "../src/http/auth";
-import { requireJsonBody } from "../src/http/router";
+import { requireScope } from "../src/http/middleware/auth";
+import { requireJsonBody } from "../src/http/middleware/json-body";
 import worker from "../src/index";
 import { createLogger } from "../src/observability/logger";
 

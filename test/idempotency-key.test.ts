@@ -16,7 +16,7 @@ import {
   idempotencyFingerprint,
   idempotencyKey,
   idempotencyScope,
-} from "../src/http/idempotency-key";
+} from "../src/http/middleware/idempotency-key";
 import type { AppEnv } from "../src/http/router";
 import { STALE_IN_FLIGHT_MS } from "../src/idempotency/IdempotencyDO";
 import { createLogger } from "../src/observability/logger";

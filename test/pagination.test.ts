@@ -1,5 +1,5 @@
 /**
- * Lists (issue 11 item 1; docs/api.md "Lists"; src/http/pagination.ts): every admin list pages the same way —
+ * Lists (issue 11 item 1; docs/api.md "Lists"; src/http/middleware/pagination.ts): every admin list pages the same way —
  * `?limit=` (1–200, default 50; jobs up to 500), `?cursor=` from the previous page's `next_cursor`, `null` on the
  * last page — over a stable, unique sort key, and keeps its filters. Against the real local D1, SessionDOs and R2,
  * through the app. Rows are seeded with the index writers the gateway uses (or, for the tables whose writers stamp
@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/config/parse";
 import { createApp } from "../src/http/app";
-import { encodeCursor, INVALID_CURSOR } from "../src/http/pagination";
+import { encodeCursor, INVALID_CURSOR } from "../src/http/middleware/pagination";
 import { createLogger } from "../src/observability/logger";
 import { indexApproval } from "../src/runs/approvals";
 import { indexRun } from "../src/runs/index-d1";

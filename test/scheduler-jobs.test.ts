@@ -1,5 +1,5 @@
 /**
- * Scheduler jobs through the admin API (S3 §4; src/http/admin-jobs.ts over src/scheduler/jobs.ts): the job record's
+ * Scheduler jobs through the admin API (S3 §4; src/http/admin/jobs.ts over src/scheduler/jobs.ts): the job record's
  * exact fields and defaults, the two accepted schedule forms (cron refused on create and on update), validation with
  * exact messages, PUT's replace semantics and next-run bookkeeping (a new schedule re-anchors, re-enabling skips the
  * missed windows, a fired one-shot stays fired), DELETE with its firings, the firings list, auth, and the audit trail.
@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { encodeCursor } from "../src/http/pagination";
+import { encodeCursor } from "../src/http/middleware/pagination";
 import { runConfig, uniqueHost } from "./support/config";
 import { ADMIN, ALICE, type App, appFor, call, until } from "./support/runs";
 import { auditBacklog } from "./support/session";

@@ -64,7 +64,7 @@ describe("session key grammar", () => {
 });
 
 describe("ISSUE20-§1 the HTTP chat key carries the caller, unambiguously", () => {
-  // Caller ids are [A-Za-z0-9_.-]{1,64} (src/http/auth.ts), room ids KEY_PART; pairs built to collide under a
+  // Caller ids are [A-Za-z0-9_.-]{1,64} (src/http/middleware/auth.ts), room ids KEY_PART; pairs built to collide under a
   // naive join: a separator-like character moved from the caller's end to the room's start, and the reverse.
   const pairs: [string, string][] = [
     ["alice", "lobby"],

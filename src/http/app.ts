@@ -1,13 +1,11 @@
 /**
- * The Hono app: request id → config/logger → body limit → routes, with one
- * error funnel that turns every failure into the S3 envelope
- * `{"error":{"code","message"}}` (OpenAI's `{"error":{"message","type","code"}}`
- * on the OpenAI-compatible paths) — never a stack trace, never internal detail.
+ * The Hono app: request id → config/logger → body limit → the doors, one per kind of caller (src/http/callers.ts:
+ * /v1 for API callers, /api/admin for the operator, webhooks and tool callbacks for platforms and sandboxes), with
+ * one error funnel (src/http/middleware/errors.ts) that turns every failure into the S3 envelope
+ * `{"error":{"code","message"}}` (OpenAI's shape on the OpenAI-compatible paths) — never a stack trace.
  */
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
@@ -15,76 +13,21 @@ import { bundledConfigSha256, type ConfigInForce, configInForce } from "../confi
 import { GatewayError } from "../errors";
 import { createLogger, type Logger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
-import { isOpenAiPath, openAiError } from "../openai/wire";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
-import { redactText, secretValuesFromEnv } from "../security/redact";
 import { envWithStoredSecrets } from "../security/stored-secrets";
-import { adminApprovalRoutes } from "./admin-approvals";
-import { adminAuditRoutes } from "./admin-audit";
-import { adminConfigRoutes } from "./admin-config";
-import { adminEnvRequestRoutes } from "./admin-env-requests";
-import { adminJobRoutes } from "./admin-jobs";
-import { adminSandboxBootstrapRoutes } from "./admin-sandbox-bootstrap";
-import { adminSessionRoutes } from "./admin-sessions";
-import { adminSetupRoutes } from "./admin-setup";
-import { adminSnapshotRoutes } from "./admin-snapshots";
-import { adminSystemPromptRoutes } from "./admin-system-prompt";
-import { chatRoutes } from "./chat";
+import { ADMIN_DOOR, adminRoutes } from "./admin";
+import { mountDoor } from "./callers";
 import { dashboardRoutes } from "./dashboard";
 import { healthRoutes } from "./health";
-import { openAiRoutes } from "./openai";
+import { respondWithError } from "./middleware/errors";
 import { registerOpenApi } from "./openapi";
 import { type AppEnv, createRouter } from "./router";
-import { runRoutes } from "./runs";
-import { toolCallbackRoutes } from "./tool-callbacks";
-import { webhookRoutes } from "./webhooks";
+import { V1_DOOR, v1Routes } from "./v1";
+import { CHANNEL_WEBHOOK_DOOR, channelWebhookRoutes, TOOL_CALLBACK_DOOR, toolCallbackRoutes } from "./webhooks";
 import "./context";
 
 /** Max length of a caller-supplied X-Request-Id; longer or odd ones are replaced. */
 const MAX_REQUEST_ID = 128;
-
-/** Maps anything thrown to a GatewayError; unknown errors become a bare 500. */
-export function toGatewayError(err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err;
-  if (err instanceof HTTPException) {
-    switch (err.status) {
-      case 400:
-        return new GatewayError("invalid.request", err.message || "malformed request");
-      case 401:
-        return new GatewayError("auth.unauthorized", "unauthorized");
-      case 413:
-        return new GatewayError("payload.too_large", "request body too large");
-      case 415: // a declared-optional JSON body sent as another media type (@hono/zod-openapi)
-        return new GatewayError("invalid.request", "Content-Type must be application/json");
-      default:
-        break;
-    }
-  }
-  return new GatewayError("internal.error", "internal error", { internal: err instanceof Error ? err.message : String(err) });
-}
-
-/** Logs the error (redacted) and answers with its envelope. */
-function respondWithError(c: Context<AppEnv>, err: unknown): Response {
-  const ge = toGatewayError(err);
-  const logger = c.get("logger") ?? createLogger();
-  const fields = { request_id: c.get("requestId") ?? "", code: ge.code, status: ge.status };
-  if (ge.status >= 500) {
-    const name = err instanceof Error ? err.name : typeof err;
-    const message = ge.internal ?? ge.message;
-    logger.log("error", "http.error", {
-      ...fields,
-      error_name: name,
-      error_message: redactText(message, c.env ? secretValuesFromEnv(c.env) : []),
-    });
-  } else {
-    logger.log("info", "http.error", fields);
-  }
-  for (const [name, value] of Object.entries(ge.headers)) c.header(name, value);
-  if (ge.retryAfterSeconds !== undefined) c.header("Retry-After", String(ge.retryAfterSeconds));
-  // The OpenAI-compatible routes answer in OpenAI's error shape (their clients read no other), with the same code.
-  if (isOpenAiPath(c.req.path)) return c.json(openAiError(ge), ge.status);
-  return c.json(ge.toEnvelope(), ge.status);
-}
 
 export interface AppOptions {
   /** Overrides the logger (tests capture lines). */
@@ -171,22 +114,12 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
     })(c, next);
   });
 
-  app.route("/", healthRoutes());
-  app.route("/", chatRoutes());
-  app.route("/", runRoutes());
-  app.route("/", openAiRoutes());
-  app.route("/", adminApprovalRoutes());
-  app.route("/", adminAuditRoutes());
-  app.route("/", adminConfigRoutes());
-  app.route("/", adminJobRoutes());
-  app.route("/", adminSessionRoutes());
-  app.route("/", adminSandboxBootstrapRoutes());
-  app.route("/", adminEnvRequestRoutes());
-  app.route("/", adminSnapshotRoutes());
-  app.route("/", adminSetupRoutes());
-  app.route("/", adminSystemPromptRoutes());
-  app.route("/", toolCallbackRoutes());
-  app.route("/", webhookRoutes());
+  // One door per kind of caller (src/http/callers.ts); the pages last.
+  mountDoor(app, { prefix: "/", credential: "none" }, healthRoutes());
+  mountDoor(app, V1_DOOR, v1Routes());
+  mountDoor(app, ADMIN_DOOR, adminRoutes());
+  mountDoor(app, TOOL_CALLBACK_DOOR, toolCallbackRoutes());
+  mountDoor(app, CHANNEL_WEBHOOK_DOOR, channelWebhookRoutes());
   app.route("/", dashboardRoutes());
   registerOpenApi(app);
 

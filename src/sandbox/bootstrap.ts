@@ -2,7 +2,7 @@
  * What a sandbox receives to run S5's gateway-mediated tools (S5 "Capability Injection", §6.4, §6.5):
  * the tool files (`.opencode/tool/<name>.ts` + `.txt` pairs, setup-only tools only in setup sessions), the
  * OpenCode config, the model id mapping (`toOpencodeModelId`) and the callback client each tool file embeds.
- * Pure text and JSON: the admin route (src/http/admin-sandbox-bootstrap.ts) adds the environment and the token.
+ * Pure text and JSON: the admin route (src/http/admin/sandbox-bootstrap.ts) adds the environment and the token.
  */
 import type { ResolvedModel } from "../config/model-ref";
 import type { ToolDefinition } from "../tools/registry";

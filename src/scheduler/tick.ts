@@ -10,7 +10,7 @@
  *    overlaps or repeats finds the key taken (or the job moved on) and claims
  *    nothing. The same batch takes over claims a dead tick left behind (older than
  *    the lease) and writes the heartbeat;
- * 3. each claimed firing goes to a SessionDO (`isolated` → a fresh `job` session
+ * 3. each claimed firing goes to a SessionDO through src/runs/submit.ts (`isolated` → a fresh `job` session
  *    per firing, `main_like` → the agent's main session) under the same run key,
  *    which the object dedupes — so a firing handed over twice is still one run;
  * 4. one batch records the outcomes.
@@ -22,8 +22,9 @@
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../observability/logger";
 import { jobCallerKey } from "../runs/caller";
-import { buildRunSpec, type ConfigRef } from "../runs/spec";
-import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
+import type { ConfigRef } from "../runs/spec";
+import { submitTurn } from "../runs/submit";
+import { parseSessionKey } from "../sessions/keys";
 import { type NotifySpec, webhookIdFor } from "./notify";
 import { dueFiring } from "./slots";
 
@@ -84,7 +85,6 @@ export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayCon
     if (!agent) return { ok: false, skip: true, error: `agent "${f.agentId}" is not in the configuration` };
     const parsed = parseSessionKey(firingSessionKey(f));
     if (!parsed.ok) return { ok: false, skip: true, error: parsed.error };
-    const sessionKey = formatSessionKey(parsed.key);
     const n = config.scheduler.notify;
     const notify: NotifySpec | null =
       f.notifyChannel === "webhook"
@@ -99,14 +99,17 @@ export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayCon
             timeoutMs: n.timeoutMs,
           }
         : null;
-    const queued = await env.SESSIONS.getByName(sessionObjectName(parsed.key)).enqueueMessage(
-      { sessionKey, agentId: f.agentId },
+    const { queued, sessionKey } = await submitTurn(
+      { env, config, ...(ref ? { configRef: ref } : {}) },
       {
+        agentId: f.agentId,
+        session: parsed.key,
         message: f.message,
         source: "job",
-        limits: agent.session,
+        channel: "job",
+        task: "automation",
         // Each job is its own caller for the per-caller limits (issue 20 §4).
-        spec: { ...buildRunSpec(config, f.agentId, "job", ref), task: "automation", caller: jobCallerKey(f.jobId) },
+        callerKey: jobCallerKey(f.jobId),
         dispatchKey: dispatchKeyOf(f),
         job: { jobId: f.jobId, scheduledFor: f.scheduledFor, missed: f.missed },
         notify,

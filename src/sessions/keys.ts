@@ -27,7 +27,7 @@ const CHANNEL = /^[a-z][a-z0-9_-]{0,31}$/;
 export const KEY_PART = /^[A-Za-z0-9+._@=-]{1,128}$/;
 /**
  * The account id of an HTTP chat: `{callerId}~{roomId}` (DESIGN "Session keys"). `~` is in neither a caller id
- * (src/http/auth.ts, letters, digits, `_ . -`) nor a KEY_PART, so the pair is read back unambiguously, and no key
+ * (src/http/middleware/auth.ts, letters, digits, `_ . -`) nor a KEY_PART, so the pair is read back unambiguously, and no key
  * minted before callers were part of it (a plain KEY_PART) can ever equal one minted after.
  */
 const HTTP_CHAT_ACCOUNT = /^[A-Za-z0-9_.-]{1,64}~[A-Za-z0-9+._@=-]{1,128}$/;

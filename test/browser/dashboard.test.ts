@@ -25,7 +25,7 @@ import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGa
 let scenario = "start";
 
 const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env"] as const;
-/** The run statuses the runs table shows (RunSchema in src/http/runs.ts). */
+/** The run statuses the runs table shows (RunSchema in src/http/run-schemas.ts). */
 type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
 let gateway: Gateway | undefined;

@@ -307,7 +307,7 @@ export const saveSnapshot: ToolDefinition = defineTool({
         ctx.env.AUDIT.put(key, JSON.stringify(snapshot), {
           onlyIf: { etagDoesNotMatch: "*" },
           httpMetadata: { contentType: "application/json" },
-          // What the admin snapshot list filters on without reading every body (src/http/admin-snapshots.ts).
+          // What the admin snapshot list filters on without reading every body (src/http/admin/snapshots.ts).
           customMetadata: { session_key: ctx.sessionKey, session_id: session.sessionId, created_at: snapshot.created_at },
         }),
         ctx,

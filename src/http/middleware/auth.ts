@@ -4,7 +4,7 @@
  * - `admin`: the single `GATEWAY_ADMIN_TOKEN`.
  * - `api`: `GATEWAY_API_TOKENS`, a comma-separated list of `callerId:token`.
  * - `sandbox`: tokens minted per session (src/security/sandbox-token.ts), accepted only on that session's
- *   tool-callback routes (src/http/tool-callbacks.ts), where every other caller is 403.
+ *   tool-callback routes (src/http/webhooks/tool-callbacks.ts), where every other caller is 403.
  *
  * Scopes are disjoint: an admin token on an api route is 403, and the other
  * way round. Tokens are compared in constant time (SHA-256 digests compared
@@ -14,8 +14,8 @@
  * for coming from "local" addresses or for any other header.
  */
 import type { MiddlewareHandler } from "hono";
-import { GatewayError } from "../errors";
-import type { Logger } from "../observability/logger";
+import { GatewayError } from "../../errors";
+import type { Logger } from "../../observability/logger";
 
 export type Scope = "admin" | "api";
 

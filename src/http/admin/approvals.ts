@@ -1,6 +1,6 @@
 /**
  * Human approvals and capabilities for admins (S1 §3.3, S4 §1.1, DESIGN "Approvals", "Capabilities"):
- *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/pagination.ts)
+ *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/middleware/pagination.ts)
  *   GET  /api/admin/approvals/{approval_id}           one approval with its redacted arguments
  *   POST /api/admin/approvals/{approval_id}           {decision: "approve"|"deny", reason?} → 200; 409 decided, 410 expired
  *   GET  /api/admin/sessions/{session_id}/capabilities   granted and pending (requested by the model) capabilities
@@ -9,14 +9,14 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { GatewayError } from "../errors";
-import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../runs/approvals";
-import { findSessionKey } from "../sessions/index-d1";
-import { SESSION_ID } from "../sessions/keys";
-import type { SessionDO } from "../sessions/SessionDO";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../../runs/approvals";
+import { findSessionKey } from "../../sessions/index-d1";
+import { SESSION_ID } from "../../sessions/keys";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { requireJsonBody } from "../middleware/json-body";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const Approval = z
   .object({
@@ -66,11 +66,10 @@ const approvalPages = keyset<ApprovalIndexRow, [string, string]>("approvals", ["
 
 const listRoute = createRoute({
   method: "get",
-  path: "/api/admin/approvals",
+  path: "/approvals",
   summary: "List approval requests, newest first",
   description:
     "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `approval_id`, descending.",
-  middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
       status: z.enum(["pending", "approved", "denied", "expired"]).optional().openapi({ description: "Only approvals in this status" }),
@@ -90,18 +89,17 @@ const listRoute = createRoute({
 
 const getRoute = createRoute({
   method: "get",
-  path: "/api/admin/approvals/{approval_id}",
+  path: "/approvals/{approval_id}",
   summary: "One approval request, with the redacted arguments it was asked for",
-  middleware: [requireScope("admin")] as const,
   request: { params: ApprovalParam },
   responses: { 200: { description: "The approval", content: json(Approval) }, 401: unauthorized, 404: notFound },
 });
 
 const decideRoute = createRoute({
   method: "post",
-  path: "/api/admin/approvals/{approval_id}",
+  path: "/approvals/{approval_id}",
   summary: "Approve or deny a pending tool call; the run resumes",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { params: ApprovalParam, body: { required: true, content: { "application/json": { schema: DecisionRequest } } } },
   responses: {
     200: { description: "Decided", content: json(Approval) },
@@ -118,9 +116,8 @@ const Capabilities = z
 
 const capsRoute = createRoute({
   method: "get",
-  path: "/api/admin/sessions/{session_id}/capabilities",
+  path: "/sessions/{session_id}/capabilities",
   summary: "Capabilities granted to a session, and those the model requested (pending)",
-  middleware: [requireScope("admin")] as const,
   request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }) },
   responses: { 200: { description: "Capabilities", content: json(Capabilities) }, 401: unauthorized, 404: notFound },
 });
@@ -137,9 +134,9 @@ const CapabilityChange = z
 
 const changeCapsRoute = createRoute({
   method: "post",
-  path: "/api/admin/sessions/{session_id}/capabilities",
+  path: "/sessions/{session_id}/capabilities",
   summary: "Grant or revoke one capability (admins only: a model can only request)",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: {
     params: z.object({ session_id: z.string().regex(SESSION_ID) }),
     body: {

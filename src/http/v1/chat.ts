@@ -6,15 +6,16 @@
  * once (200), which therefore only reach that caller's generations.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
-import { requestCallerKey } from "../runs/caller";
-import { buildRunSpec } from "../runs/spec";
-import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../sessions/keys";
-import type { SessionIdentity } from "../sessions/SessionDO";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "./idempotency-key";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { requestCallerKey } from "../../runs/caller";
+import { submitTurn } from "../../runs/submit";
+import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../../sessions/keys";
+import type { SessionIdentity } from "../../sessions/SessionDO";
+import { requireScope } from "../middleware/auth";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
+import { requireJsonBody } from "../middleware/json-body";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { submitContext } from "../turns";
 
 const IdPart = z.string().regex(KEY_PART, "1-128 characters of letters, digits and + . _ @ = -");
 
@@ -32,7 +33,7 @@ const Immediate = z.object({ response: z.string(), session_id: z.string() }).ope
 
 const postMessage = createRoute({
   method: "post",
-  path: "/v1/chat/messages",
+  path: "/chat/messages",
   summary: "Send a chat message (queues a run), or /new and /resume <session_id>",
   middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
   description: IDEMPOTENCY_DESCRIPTION,
@@ -87,18 +88,16 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       return c.json({ response: `Resumed session ${r.sessionId}.`, session_id: r.sessionId }, 200);
     }
 
-    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, config.tools.policy.approvals.maxPendingPerAgent, {
-      key: requestCallerKey(principal.callerId, body.agent_id),
-      maxPending: config.tools.policy.approvals.maxPendingPerCaller,
-    });
     // Under an Idempotency-Key, a re-attempt of the same use of the key returns the run the first one queued.
     const idempotency = c.get("idempotency");
-    const queued = await session.enqueueMessage(identity, {
+    const { queued } = await submitTurn(submitContext(c), {
+      agentId: body.agent_id,
+      session: key.key,
       message: body.message,
       source: "http",
-      limits: agent.session,
-      spec: buildRunSpec(config, body.agent_id, "http", c.get("configSource")),
+      channel: "http",
       callerId: principal.callerId,
+      refuseWhenBacklogged: { callerKey: requestCallerKey(principal.callerId, body.agent_id) },
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     });
     return c.json({ id: queued.runId, status: "queued" as const, session_id: queued.sessionId }, 202);

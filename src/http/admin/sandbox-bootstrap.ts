@@ -6,8 +6,8 @@
  * The parts of S5's injection this gateway does not provide are listed in docs/decisions.md (D-042).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { resolveAgentModel } from "../config/model-ref";
-import { GatewayError } from "../errors";
+import { resolveAgentModel } from "../../config/model-ref";
+import { GatewayError } from "../../errors";
 import {
   OPENCODE_CONFIG_PATHS,
   OPENCODE_START,
@@ -16,17 +16,16 @@ import {
   SANDBOX_ENV,
   toOpencodeModelId,
   toolFiles,
-} from "../sandbox/bootstrap";
-import { CALLBACK_CLIENT } from "../sandbox/callback-client";
-import { sessionEnvValues } from "../sandbox/env-requests";
-import { secretsKey } from "../security/secrets-store";
-import { SESSION_ID } from "../sessions/keys";
-import { isAllowlisted } from "../tools/policy";
-import { type ToolDefinition, tools } from "../tools/registry";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
-import { sessionById } from "./session-by-id";
-import { mintRecordedSandboxToken } from "./tool-callbacks";
+} from "../../sandbox/bootstrap";
+import { CALLBACK_CLIENT } from "../../sandbox/callback-client";
+import { sessionEnvValues } from "../../sandbox/env-requests";
+import { secretsKey } from "../../security/secrets-store";
+import { SESSION_ID } from "../../sessions/keys";
+import { isAllowlisted } from "../../tools/policy";
+import { type ToolDefinition, tools } from "../../tools/registry";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionById } from "../session-by-id";
+import { mintRecordedSandboxToken } from "./sandbox-tokens";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
@@ -58,13 +57,12 @@ const Bootstrap = z
 
 const route = createRoute({
   method: "post",
-  path: "/api/admin/sessions/{session_id}/sandbox-bootstrap",
+  path: "/sessions/{session_id}/sandbox-bootstrap",
   summary: "Everything a sandbox needs for this session's S5 tools, with a new sandbox token",
   description:
     "Mints a sandbox token (recorded in D1, revocable, audited as `sandbox_token.minted`) and returns the environment " +
     "(`PROLIFERATE_GATEWAY_URL`, `PROLIFERATE_SESSION_ID`, `SANDBOX_MCP_AUTH_TOKEN`), the `.opencode/tool/` files of S5's contract tools " +
     "the agent allowlists (setup-only tools only in setup sessions), the OpenCode config and the model id mapping. The token is shown once.",
-  middleware: [requireScope("admin")] as const,
   request: {
     params: z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") }),
     body: { required: false, content: json(z.strictObject({ ttl_seconds: z.int().min(60).max(604_800).optional() })) },

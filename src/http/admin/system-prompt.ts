@@ -9,14 +9,14 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { GatewayError } from "../errors";
-import { MAX_INLINE_ROLE_CHARS } from "../prompts/assemble";
-import { redactText, secretValuesFromEnv } from "../security/redact";
-import { SESSION_ID } from "../sessions/keys";
-import type { SessionDO, StoredSystemPrompt, SystemPromptAnswer } from "../sessions/SessionDO";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
-import { sessionById } from "./session-by-id";
+import { GatewayError } from "../../errors";
+import { MAX_INLINE_ROLE_CHARS } from "../../prompts/assemble";
+import { redactText, secretValuesFromEnv } from "../../security/redact";
+import { SESSION_ID } from "../../sessions/keys";
+import type { SessionDO, StoredSystemPrompt, SystemPromptAnswer } from "../../sessions/SessionDO";
+import { requireJsonBody } from "../middleware/json-body";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionById } from "../session-by-id";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const SessionParam = z.object({ session_id: z.string().regex(SESSION_ID, "a session id (ses_…)") });
@@ -50,21 +50,20 @@ const errors = {
 
 const getRoute = createRoute({
   method: "get",
-  path: "/api/admin/sessions/{session_id}/system-prompt",
+  path: "/sessions/{session_id}/system-prompt",
   summary: "The session's inline system prompt (S5 session.system_prompt), if set",
-  middleware: [requireScope("admin")] as const,
   request: { params: SessionParam },
   responses: { 200: { description: "The inline L2 (nulls when none)", content: json(SystemPrompt) }, ...errors },
 });
 
 const putRoute = createRoute({
   method: "put",
-  path: "/api/admin/sessions/{session_id}/system-prompt",
+  path: "/sessions/{session_id}/system-prompt",
   summary: "Set the session's inline system prompt: it replaces L2 only, from the next model call",
   description:
     "L1, L3 and L4 are never replaced; the manifest shows L2 `id: inline, source: inline`. The text is treated as hidden: a reply or tool argument reproducing it is refused like any hidden layer. " +
     "A text carrying a credential or control characters is refused (400). Audited as `session.system_prompt_set` with its sha256 and size.",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { params: SessionParam, body: { required: true, content: { "application/json": { schema: SystemPromptRequest } } } },
   responses: {
     200: { description: "Set", content: json(SystemPrompt) },
@@ -75,10 +74,9 @@ const putRoute = createRoute({
 
 const deleteRoute = createRoute({
   method: "delete",
-  path: "/api/admin/sessions/{session_id}/system-prompt",
+  path: "/sessions/{session_id}/system-prompt",
   summary: "Clear the session's inline system prompt: the agent's role file is L2 again",
   description: "Idempotent. Audited as `session.system_prompt_cleared` (with the cleared text's sha256) when one was set.",
-  middleware: [requireScope("admin")] as const,
   request: { params: SessionParam },
   responses: { 200: { description: "Cleared (nulls)", content: json(SystemPrompt) }, ...errors },
 });

@@ -4,11 +4,10 @@
  *   GET /api/admin/audit/verify?agent_id=…&date=YYYY-MM-DD   walks the day's hash chains; the first broken or missing link
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { auditPrefix, type StreamHead, segmentEvents, verifySegments } from "../audit/segments";
-import { auditStreams } from "../audit/streams";
-import { AGENT_ID } from "../sessions/keys";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+import { auditPrefix, type StreamHead, segmentEvents, verifySegments } from "../../audit/segments";
+import { auditStreams } from "../../audit/streams";
+import { AGENT_ID } from "../../sessions/keys";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const Query = z.object({
   agent_id: z.string().regex(AGENT_ID, "an agent id"),
@@ -17,9 +16,8 @@ const Query = z.object({
 
 const readRoute = createRoute({
   method: "get",
-  path: "/api/admin/audit",
+  path: "/audit",
   summary: "One agent's audit events of one day, as JSONL in order",
-  middleware: [requireScope("admin")] as const,
   request: { query: Query },
   responses: {
     200: { description: "JSONL, one S3 §3 audit event per line", content: { "application/x-ndjson": { schema: z.string() } } },
@@ -30,9 +28,8 @@ const readRoute = createRoute({
 
 const verifyRoute = createRoute({
   method: "get",
-  path: "/api/admin/audit/verify",
+  path: "/audit/verify",
   summary: "Verify one agent's audit hash chains for one day",
-  middleware: [requireScope("admin")] as const,
   request: { query: Query },
   responses: {
     200: {

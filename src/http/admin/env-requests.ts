@@ -8,13 +8,13 @@
  * is told the key names in L6 of the session's later runs (docs/tools.md "Environment requests", D-045).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GATEWAY_AUDIT_AGENT } from "../config/schema";
-import { GatewayError } from "../errors";
-import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../sandbox/env-requests";
-import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../security/secrets-store";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GATEWAY_AUDIT_AGENT } from "../../config/schema";
+import { GatewayError } from "../../errors";
+import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../../sandbox/env-requests";
+import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../../security/secrets-store";
+import { requireJsonBody } from "../middleware/json-body";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
@@ -66,9 +66,8 @@ const forbidden = { description: "Not the admin token", content: json(ErrorEnvel
 
 const listRoute = createRoute({
   method: "get",
-  path: "/api/admin/env-requests",
+  path: "/env-requests",
   summary: "Environment requests (request_env_variables), newest first — key names only",
-  middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
       ...pageQuery(),
@@ -87,13 +86,13 @@ const listRoute = createRoute({
 
 const submitRoute = createRoute({
   method: "post",
-  path: "/api/admin/env-requests/{request_id}/values",
+  path: "/env-requests/{request_id}/values",
   summary: "Submit the values of an open environment request (one-way: values are never returned)",
   description:
     "Every requested key not marked `required: false` must be given, and only requested keys. The values are stored encrypted " +
     "(SECRETS_ENCRYPTION_KEY) for the session, or for every session of the agent with `persist`; the request becomes `fulfilled`. " +
     "The session's sandbox receives them in the sandbox bootstrap's `env`; its later runs are told the key names only.",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: {
     params: z.object({ request_id: z.string() }),
     body: { required: true, content: { "application/json": { schema: SubmitValues } } },

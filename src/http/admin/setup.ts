@@ -8,13 +8,13 @@
  * Its writes that change what will be executed still wait for an approval like any other run's.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
-import { buildRunSpec } from "../runs/spec";
-import { findSessionKey } from "../sessions/index-d1";
-import { AGENT_ID, formatSessionKey, parseSessionKey, SESSION_ID, sessionObjectName } from "../sessions/keys";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, requireJsonBody } from "./router";
+import { GatewayError } from "../../errors";
+import { submitTurn } from "../../runs/submit";
+import { findSessionKey } from "../../sessions/index-d1";
+import { AGENT_ID, parseSessionKey, SESSION_ID } from "../../sessions/keys";
+import { requireJsonBody } from "../middleware/json-body";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionKeyOrThrow, submitContext } from "../turns";
 
 /** The caller key an admin's setup runs count against for per-caller limits (src/runs/caller.ts). */
 export const ADMIN_CALLER_KEY = "admin";
@@ -38,9 +38,9 @@ const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
 const startSetup = createRoute({
   method: "post",
-  path: "/api/admin/setup-sessions",
+  path: "/setup-sessions",
   summary: "Start an S5 setup session for an agent (admin); follow the run at /api/admin/runs/{run_id}",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { body: { required: true, content: { "application/json": { schema: SetupSessionRequest } } } },
   responses: {
     202: { description: "Setup session created, its run queued", content: json(SetupSessionQueued) },
@@ -80,30 +80,23 @@ export function adminSetupRoutes(): OpenAPIHono<AppEnv> {
     const config = c.get("config");
     const agent = Object.hasOwn(config.agents, body.agent_id) ? config.agents[body.agent_id] : undefined;
     if (!agent) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
-    const approvals = config.tools.policy.approvals;
-    await refuseWhenApprovalsBacklogged(c.env.DB, body.agent_id, approvals.maxPendingPerAgent, {
-      key: ADMIN_CALLER_KEY,
-      maxPending: approvals.maxPendingPerCaller,
+    const { queued, sessionKey } = await submitTurn(submitContext(c), {
+      agentId: body.agent_id,
+      // Looked up only once the backlog check has passed: a refused request reads nothing.
+      session: async () =>
+        sessionKeyOrThrow(
+          body.session_id
+            ? await existingSetupKey(c.env, body.agent_id, body.session_id)
+            : `agent:${body.agent_id}:admin:operator:run:${crypto.randomUUID().replaceAll("-", "")}`,
+        ),
+      sessionType: "setup",
+      message: body.message,
+      source: "admin",
+      channel: "http",
+      callerKey: ADMIN_CALLER_KEY,
+      refuseWhenBacklogged: { callerKey: ADMIN_CALLER_KEY },
     });
-    const sessionKey = body.session_id
-      ? await existingSetupKey(c.env, body.agent_id, body.session_id)
-      : `agent:${body.agent_id}:admin:operator:run:${crypto.randomUUID().replaceAll("-", "")}`;
-    const key = parseSessionKey(sessionKey);
-    if (!key.ok) throw new GatewayError("invalid.request", key.error);
-    const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
-    const queued = await session.enqueueMessage(
-      { sessionKey, agentId: body.agent_id, sessionType: "setup" },
-      {
-        message: body.message,
-        source: "admin",
-        limits: agent.session,
-        spec: { ...buildRunSpec(config, body.agent_id, "http", c.get("configSource")), caller: ADMIN_CALLER_KEY },
-      },
-    );
-    return c.json(
-      { id: queued.runId, status: "queued" as const, session_key: formatSessionKey(key.key), session_id: queued.sessionId },
-      202,
-    );
+    return c.json({ id: queued.runId, status: "queued" as const, session_key: sessionKey, session_id: queued.sessionId }, 202);
   });
   return app;
 }

@@ -14,18 +14,18 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import { ERROR_CODES, type ErrorCode, GatewayError } from "../errors";
-import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../openai/request";
-import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../openai/wire";
-import { apiCallerKey } from "../runs/caller";
-import { buildRunSpec } from "../runs/spec";
-import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
-import type { SessionDO } from "../sessions/SessionDO";
-import { refuseWhenApprovalsBacklogged } from "./approvals-backlog";
-import { requireScope } from "./auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "./idempotency-key";
-import { openStreamLease, releaseInBackground } from "./open-streams";
-import { type AppEnv, createRouter, requireJsonBody } from "./router";
+import { ERROR_CODES, type ErrorCode, GatewayError } from "../../errors";
+import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
+import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../../openai/wire";
+import { apiCallerKey } from "../../runs/caller";
+import { submitTurn } from "../../runs/submit";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { requireScope } from "../middleware/auth";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "../middleware/idempotency-key";
+import { requireJsonBody } from "../middleware/json-body";
+import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
+import { type AppEnv, createRouter } from "../router";
+import { sessionKeyOrThrow, submitContext } from "../turns";
 
 /** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
 export const HEARTBEAT_MS = 15_000;
@@ -45,7 +45,7 @@ const openAiErrors = {
 
 const postCompletion = createRoute({
   method: "post",
-  path: "/v1/chat/completions",
+  path: "/chat/completions",
   summary: "OpenAI-compatible chat: one turn of an agent (model: agent:<agent_id> or an alias)",
   description:
     "OpenAI's Chat Completions request and answer shapes. Only the last user message is new input (the gateway's transcript " +
@@ -72,7 +72,7 @@ const postCompletion = createRoute({
 
 const getModels = createRoute({
   method: "get",
-  path: "/v1/models",
+  path: "/models",
   summary: "OpenAI-compatible model list: the agents a caller may use",
   middleware: [requireScope("api")] as const,
   responses: {
@@ -119,36 +119,25 @@ function outcomeOf(done: Done | null, runId: string, waitSeconds: number): Outco
 
 /** Queues the turn in its session (the conversation's, or a fresh isolated one) and returns the object and run. */
 async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number) {
-  const config = c.get("config");
   const principal = c.get("principal");
   const callerId = principal?.scope === "api" ? principal.callerId : "admin";
-  const agent = config.agents[turn.agentId] as (typeof config.agents)[string];
-  await refuseWhenApprovalsBacklogged(c.env.DB, turn.agentId, config.tools.policy.approvals.maxPendingPerAgent, {
-    key: apiCallerKey(callerId),
-    maxPending: config.tools.policy.approvals.maxPendingPerCaller,
-  });
   // Under an Idempotency-Key, a re-attempt reaches the same session (the nonce is the key's attempt token) and the
   // same run (its dispatch key), so the turn is not taken twice.
   const idempotency = c.get("idempotency");
   const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
   const peer = turn.user === null ? `run:${nonce}` : `dm:${turn.user}`;
-  const key = parseSessionKey(`agent:${turn.agentId}:openai:${callerId}:${peer}`);
-  if (!key.ok) throw new GatewayError("invalid.request", key.error);
-  const session = c.env.SESSIONS.getByName(sessionObjectName(key.key));
-  const { queued, done } = await session.enqueueAndAwait(
-    { sessionKey: formatSessionKey(key.key), agentId: turn.agentId },
-    {
-      message: turn.input,
-      source: "openai",
-      limits: agent.session,
-      spec: buildRunSpec(config, turn.agentId, "openai", c.get("configSource")),
-      callerId,
-      ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
-    },
-    firstWaitMs,
-    { untilPaused: true },
-  );
-  return { session, runId: queued.runId, done };
+  const { session, queued, done } = await submitTurn(submitContext(c), {
+    agentId: turn.agentId,
+    session: async () => sessionKeyOrThrow(`agent:${turn.agentId}:openai:${callerId}:${peer}`),
+    message: turn.input,
+    source: "openai",
+    channel: "openai",
+    callerId,
+    refuseWhenBacklogged: { callerKey: apiCallerKey(callerId) },
+    ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
+    wait: { ms: firstWaitMs, untilPaused: true },
+  });
+  return { session, runId: queued.runId, done: done ?? null };
 }
 
 /**

@@ -17,8 +17,8 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { defaultModelRef, resolveConfiguredModelRef } from "../config/model-ref";
-import { GATEWAY_AUDIT_AGENT } from "../config/schema";
+import { defaultModelRef, resolveConfiguredModelRef } from "../../config/model-ref";
+import { GATEWAY_AUDIT_AGENT } from "../../config/schema";
 import {
   type ConfigVersionRecord,
   configInForce,
@@ -26,24 +26,17 @@ import {
   forgetConfigInForce,
   listConfigVersions,
   postConfigVersion,
-} from "../config/versions";
-import { GatewayError } from "../errors";
-import { listRuns } from "../runs/index-d1";
-import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../security/secret-origins";
-import { detectSecretValue, isSecretFieldName } from "../security/secret-patterns";
-import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../security/secrets-store";
-import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../security/stored-secrets";
-import { forgetAdminGenerations } from "../storage/admin-generation";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import {
-  type AppEnv,
-  createRouter,
-  ErrorEnvelopeSchema as ErrorEnvelope,
-  MAX_JSON_DEPTH,
-  requireJsonBody,
-  withinJsonDepth,
-} from "./router";
+} from "../../config/versions";
+import { GatewayError } from "../../errors";
+import { listRuns } from "../../runs/index-d1";
+import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../../security/secret-origins";
+import { detectSecretValue, isSecretFieldName } from "../../security/secret-patterns";
+import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../../security/secrets-store";
+import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../../security/stored-secrets";
+import { forgetAdminGenerations } from "../../storage/admin-generation";
+import { MAX_JSON_DEPTH, requireJsonBody, withinJsonDepth } from "../middleware/json-body";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
@@ -66,16 +59,14 @@ const SecretListing = z
 
 const statusRoute = createRoute({
   method: "get",
-  path: "/api/admin/status",
+  path: "/status",
   summary: "Recent runs and the default model's provider status",
-  middleware: [requireScope("admin")] as const,
   responses: { 200: { description: "Status", content: json(z.record(z.string(), z.unknown())) }, 401: unauthorized },
 });
 const configRoute = createRoute({
   method: "get",
-  path: "/api/admin/config",
+  path: "/config",
   summary: "The configuration in force, with sensitive value fields blanked",
-  middleware: [requireScope("admin")] as const,
   responses: { 200: { description: "Config", content: json(z.record(z.string(), z.unknown())) }, 401: unauthorized },
 });
 const ConfigIssue = z.object({ path: z.string(), message: z.string() });
@@ -94,11 +85,11 @@ const ConfigDocument = z
   });
 const postConfigRoute = createRoute({
   method: "post",
-  path: "/api/admin/config",
+  path: "/config",
   summary: "Store a new configuration version; in force on every isolate within seconds",
   description:
     'Optional `If-Match: "<version>"` (the ETag of `GET /api/admin/config`): the post is refused with 409 if another version was posted since. Every accepted post is audited as `config.updated` in the `gateway` audit stream.',
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { body: { required: true, content: json(ConfigDocument) } },
   responses: {
     201: { description: "Stored and in force", content: json(ConfigVersion) },
@@ -112,9 +103,8 @@ const versionPages = keyset<ConfigVersionRecord, [number]>("config_versions", ["
 
 const listVersionsRoute = createRoute({
   method: "get",
-  path: "/api/admin/config/versions",
+  path: "/config/versions",
   summary: "The configuration in force and the posted versions, newest first",
-  middleware: [requireScope("admin")] as const,
   request: {
     query: z.object(pageQuery()),
   },
@@ -140,9 +130,8 @@ const listVersionsRoute = createRoute({
 });
 const getVersionRoute = createRoute({
   method: "get",
-  path: "/api/admin/config/versions/{version}",
+  path: "/config/versions/{version}",
   summary: "One posted configuration version, as posted",
-  middleware: [requireScope("admin")] as const,
   request: { params: z.object({ version: z.coerce.number().int().min(1) }) },
   responses: {
     200: { description: "The posted config", content: json(ConfigDocument) },
@@ -152,9 +141,8 @@ const getVersionRoute = createRoute({
 });
 const listSecretsRoute = createRoute({
   method: "get",
-  path: "/api/admin/secrets",
+  path: "/secrets",
   summary: "Stored secrets: names and timestamps only",
-  middleware: [requireScope("admin")] as const,
   responses: {
     200: { description: "Secrets", content: json(z.object({ secrets: z.array(SecretListing) })) },
     401: unauthorized,
@@ -176,9 +164,9 @@ const SecretWrite = z
   .openapi("SecretWrite");
 const putSecretRoute = createRoute({
   method: "post",
-  path: "/api/admin/secrets",
+  path: "/secrets",
   summary: "Store a secret (one-way: the value is never returned)",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { body: { required: true, content: json(SecretWrite) } },
   responses: {
     200: { description: "Replaced", content: json(SecretListing) },
@@ -190,9 +178,8 @@ const putSecretRoute = createRoute({
 });
 const deleteSecretRoute = createRoute({
   method: "delete",
-  path: "/api/admin/secrets/{name}",
+  path: "/secrets/{name}",
   summary: "Delete a stored secret",
-  middleware: [requireScope("admin")] as const,
   request: { params: z.object({ name: z.string().regex(SECRET_NAME) }) },
   responses: {
     200: { description: "Deleted", content: json(z.object({ deleted: z.string() })) },

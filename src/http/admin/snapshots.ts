@@ -5,13 +5,12 @@
  * session key, so a snapshot of another session is not found there, and restoring it there is refused.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
-import { SESSION_ID } from "../sessions/keys";
-import { type SessionSnapshot, snapshotKey } from "../tools/builtin/s5";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
-import { sessionById } from "./session-by-id";
+import { GatewayError } from "../../errors";
+import { SESSION_ID } from "../../sessions/keys";
+import { type SessionSnapshot, snapshotKey } from "../../tools/builtin/s5";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionById } from "../session-by-id";
 
 const SNAPSHOT_ID = /^snap_[0-9a-f]{24}$/;
 
@@ -64,12 +63,11 @@ const snapshotPages = (sessionKey: string) =>
 
 const listRoute = createRoute({
   method: "get",
-  path: "/api/admin/chat/sessions/{session_id}/snapshots",
+  path: "/chat/sessions/{session_id}/snapshots",
   summary: "The snapshots save_snapshot stored for a session, newest first",
   description:
     "The session is named by any of its generations' session_id; its snapshots of every generation are listed. Paged like every list " +
     "(docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `snapshot_id`, descending.",
-  middleware: [requireScope("admin")] as const,
   request: { params: sessionParam, query: z.object(pageQuery()) },
   responses: {
     200: {
@@ -84,9 +82,8 @@ const listRoute = createRoute({
 
 const getRoute = createRoute({
   method: "get",
-  path: "/api/admin/chat/sessions/{session_id}/snapshots/{snapshot_id}",
+  path: "/chat/sessions/{session_id}/snapshots/{snapshot_id}",
   summary: "One snapshot of a session, as stored: its S4 checkpoint (state, revision, recent messages, trace tail)",
-  middleware: [requireScope("admin")] as const,
   request: { params: snapshotParams },
   responses: {
     200: { description: "The snapshot", content: json(Snapshot) },
@@ -98,13 +95,12 @@ const getRoute = createRoute({
 
 const restoreRoute = createRoute({
   method: "post",
-  path: "/api/admin/chat/sessions/{session_id}/snapshots/{snapshot_id}/restore",
+  path: "/chat/sessions/{session_id}/snapshots/{snapshot_id}/restore",
   summary: "Restore a snapshot into the session it was taken in",
   description:
     "Like `/new`, the current generation is archived (it stays resumable) and a new one starts whose transcript is the snapshot's recent " +
     "messages; the checkpoint's state and trace tail become the snapshot's, at the next revision. A snapshot of another session is refused " +
     "(409); so is a restore while a run of the session is queued, running or awaiting approval (409). Audited (`snapshot.restored`).",
-  middleware: [requireScope("admin")] as const,
   request: { params: snapshotParams },
   responses: {
     200: {

@@ -25,10 +25,10 @@
 import { z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { GatewayError } from "../errors";
-import { requestHash } from "../idempotency/store";
-import { redactText, secretValuesFromEnv } from "../security/redact";
-import { type AppEnv, ErrorEnvelopeSchema } from "./router";
+import { GatewayError } from "../../errors";
+import { requestHash } from "../../idempotency/store";
+import { redactText, secretValuesFromEnv } from "../../security/redact";
+import { type AppEnv, ErrorEnvelopeSchema } from "../router";
 
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
 export const IDEMPOTENT_REPLAYED_HEADER = "Idempotent-Replayed";

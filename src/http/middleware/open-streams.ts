@@ -9,9 +9,9 @@
  * its client disconnects; an isolate that dies mid-stream stops renewing, and its lease lapses after the TTL.
  */
 import type { Context } from "hono";
-import { GatewayError } from "../errors";
+import { GatewayError } from "../../errors";
+import type { AppEnv } from "../router";
 import { idempotencyObjectName } from "./idempotency-key";
-import type { AppEnv } from "./router";
 
 /** A lease not renewed for this long belongs to a stream whose isolate died; it stops counting. */
 export const STREAM_LEASE_TTL_MS = 60_000;

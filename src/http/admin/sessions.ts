@@ -1,5 +1,5 @@
 /**
- * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/pagination.ts):
+ * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/middleware/pagination.ts):
  * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first,
  * `GET /api/admin/chat/generations`: every generation (session_id) of those sessions, current and archived, and
  * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata), and
@@ -7,19 +7,18 @@
  * as JSONL"; S1 §5.2 line shape, redactions included), archived parts and all.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
+import { GatewayError } from "../../errors";
 import {
   findSessionKey,
   type GenerationSummary as GenerationRow,
   listGenerations,
   listSessions,
   type SessionSummary as SessionRow,
-} from "../sessions/index-d1";
-import { SESSION_ID } from "../sessions/keys";
-import { TranscriptRow } from "../sessions/transcript";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+} from "../../sessions/index-d1";
+import { SESSION_ID } from "../../sessions/keys";
+import { TranscriptRow } from "../../sessions/transcript";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 const SessionSummary = z
   .object({
@@ -81,12 +80,11 @@ const messagePages = (sessionId: string) => keyset<Message, [number]>(`messages:
 
 const listRoute = createRoute({
   method: "get",
-  path: "/api/admin/chat/sessions",
+  path: "/chat/sessions",
   summary: "List chat sessions, newest first",
   description:
     "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `session_key`, descending. " +
     "Filters combine (AND).",
-  middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({ ...sessionFilters, ...pageQuery() }),
   },
@@ -102,13 +100,12 @@ const listRoute = createRoute({
 
 const generationsRoute = createRoute({
   method: "get",
-  path: "/api/admin/chat/generations",
+  path: "/chat/generations",
   summary: "List every generation (session_id) of chat sessions, current and archived, newest first",
   description:
     "One row per generation, not per session key: `/new` archives the current generation and starts another, `/resume` brings an archived one back. " +
     "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `started_at` then `session_id`, descending. " +
     "Filters combine (AND).",
-  middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
       ...sessionFilters,
@@ -129,12 +126,11 @@ const generationsRoute = createRoute({
 
 const messagesRoute = createRoute({
   method: "get",
-  path: "/api/admin/chat/sessions/{session_id}/messages",
+  path: "/chat/sessions/{session_id}/messages",
   summary: "The messages of one session generation, in transcript order",
   description:
     "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `seq` ascending, archived parts included; " +
     "a cursor is valid only for the session it came from.",
-  middleware: [requireScope("admin")] as const,
   request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }), query: z.object(pageQuery()) },
   responses: {
     200: {
@@ -149,11 +145,10 @@ const messagesRoute = createRoute({
 
 const transcriptRoute = createRoute({
   method: "get",
-  path: "/api/admin/chat/sessions/{session_id}/transcript",
+  path: "/chat/sessions/{session_id}/transcript",
   summary: "One session generation's whole transcript as JSONL",
   description:
     "One S1 §5.2 transcript line per message, in seq order, with the fixed key order `seq, session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions` — the same lines the gateway archives to R2.",
-  middleware: [requireScope("admin")] as const,
   request: { params: z.object({ session_id: z.string().regex(SESSION_ID) }) },
   responses: {
     200: { description: "JSONL, one message per line", content: { "application/x-ndjson": { schema: z.string() } } },

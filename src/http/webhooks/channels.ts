@@ -1,5 +1,5 @@
 /**
- * Chat channels (issue 10; S1 §2.4, §5.1, §5.5; DESIGN "Auth", "Idempotency"):
+ * Chat channels' webhooks (issue 10; S1 §2.4, §5.1, §5.5; DESIGN "Auth", "Idempotency"):
  *   POST /webhooks/telegram/{agent_id}   X-Telegram-Bot-Api-Secret-Token
  *   POST /webhooks/slack/{agent_id}      Slack v0 signature over the raw body (±5 minutes)
  *   POST /webhooks/standard/{agent_id}   Standard Webhooks (webhook-id / -timestamp / -signature)
@@ -15,17 +15,17 @@
 
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { ReplyTarget } from "../channels/replies";
-import { parseSlackPayload, verifySlackSignature } from "../channels/slack";
-import { parseStandardInbound, verifyWebhook, webhookKey } from "../channels/standard-webhooks";
-import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../channels/telegram";
-import { GatewayError } from "../errors";
-import { channelCallerKey } from "../runs/caller";
-import { buildRunSpec } from "../runs/spec";
-import { deploymentConfig, secretOrigins } from "../security/secret-origins";
-import { acceptedSecrets } from "../security/stored-secrets";
-import { formatSessionKey, parseSessionKey, sessionObjectName } from "../sessions/keys";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "./router";
+import type { ReplyTarget } from "../../channels/replies";
+import { parseSlackPayload, verifySlackSignature } from "../../channels/slack";
+import { parseStandardInbound, verifyWebhook, webhookKey } from "../../channels/standard-webhooks";
+import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../../channels/telegram";
+import { GatewayError } from "../../errors";
+import { channelCallerKey } from "../../runs/caller";
+import { submitTurn } from "../../runs/submit";
+import { deploymentConfig, secretOrigins } from "../../security/secret-origins";
+import { acceptedSecrets } from "../../security/stored-secrets";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { sessionKeyOrThrow, submitContext } from "../turns";
 
 type Channel = "telegram" | "slack" | "standard";
 
@@ -68,23 +68,17 @@ async function queue(
   c: Context<AppEnv>,
   o: { agentId: string; channel: Channel; key: string; caller: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
 ): Promise<{ runId: string; duplicate: boolean }> {
-  const parsed = parseSessionKey(o.key);
-  if (!parsed.ok) throw new GatewayError("invalid.request", parsed.error);
-  const config = c.get("config");
-  const agent = config.agents[o.agentId] as (typeof config.agents)[string];
-  const sessionKey = formatSessionKey(parsed.key);
-  const queued = await c.env.SESSIONS.getByName(sessionObjectName(parsed.key)).enqueueMessage(
-    { sessionKey, agentId: o.agentId },
-    {
-      message: o.message,
-      source: o.channel,
-      limits: agent.session,
-      // Per-caller limits count against the message's sender (issue 20 §4, src/runs/caller.ts).
-      spec: { ...buildRunSpec(config, o.agentId, o.channel, c.get("configSource")), caller: o.caller },
-      dispatchKey: o.dispatchKey,
-      ...(o.reply ? { reply: o.reply } : {}),
-    },
-  );
+  const { queued } = await submitTurn(submitContext(c), {
+    agentId: o.agentId,
+    session: sessionKeyOrThrow(o.key),
+    message: o.message,
+    source: o.channel,
+    channel: o.channel,
+    // Per-caller limits count against the message's sender (issue 20 §4, src/runs/caller.ts).
+    callerKey: o.caller,
+    dispatchKey: o.dispatchKey,
+    ...(o.reply ? { reply: o.reply } : {}),
+  });
   c.get("logger").log("info", "channel.message", {
     channel: o.channel,
     agent_id: o.agentId,
@@ -103,7 +97,7 @@ const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 function webhookRoute(channel: Channel, summary: string, accepted: { status: 200 | 202; schema: z.ZodType }) {
   return createRoute({
     method: "post",
-    path: `/webhooks/${channel}/{agent_id}`,
+    path: `/${channel}/{agent_id}`,
     summary,
     request: { params: z.object({ agent_id: z.string() }) },
     responses: {

@@ -12,7 +12,7 @@
  * another session's or job's rows) is `400 invalid.request` "cursor is not valid for this list".
  */
 import { z } from "@hono/zod-openapi";
-import { GatewayError } from "../errors";
+import { GatewayError } from "../../errors";
 
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 200;

@@ -10,8 +10,8 @@
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { webhookKey } from "../channels/standard-webhooks";
-import { GatewayError } from "../errors";
+import { webhookKey } from "../../channels/standard-webhooks";
+import { GatewayError } from "../../errors";
 import {
   createJob,
   deleteJob,
@@ -24,11 +24,11 @@ import {
   listFirings,
   listJobs,
   replaceJob,
-} from "../scheduler/jobs";
-import { requireScope } from "./auth";
-import { keyset, NextCursor, pageQuery } from "./pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod, requireJsonBody } from "./router";
-import { RunCompletionSchema } from "./runs";
+} from "../../scheduler/jobs";
+import { requireJsonBody } from "../middleware/json-body";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod } from "../router";
+import { RunCompletionSchema } from "../run-schemas";
 
 const Job = z
   .object({
@@ -108,10 +108,9 @@ const firingPages = (jobId: string) => keyset<FiringRecord, [string]>(`firings:$
 
 const listRoute = createRoute({
   method: "get",
-  path: "/api/admin/jobs",
+  path: "/jobs",
   summary: "List scheduler jobs in job_id order",
   description: `Paged like every list (docs/api.md, Lists): \`limit\` (here 1–${MAX_JOBS_PAGE}), \`cursor\` → \`next_cursor\`. Order: \`job_id\` ascending.`,
-  middleware: [requireScope("admin")] as const,
   request: {
     query: z.object({
       agent_id: z.string().optional().openapi({ description: "Only this agent's jobs" }),
@@ -127,9 +126,9 @@ const listRoute = createRoute({
 
 const createJobRoute = createRoute({
   method: "post",
-  path: "/api/admin/jobs",
+  path: "/jobs",
   summary: "Create a job (`@every <Go duration>` of at least 1m, or a one-shot RFC3339 time; cron is rejected)",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { body: { required: true, content: json(JobBody) } },
   responses: {
     201: { description: "Created", content: json(Job) },
@@ -141,18 +140,17 @@ const createJobRoute = createRoute({
 
 const getJobRoute = createRoute({
   method: "get",
-  path: "/api/admin/jobs/{job_id}",
+  path: "/jobs/{job_id}",
   summary: "One job",
-  middleware: [requireScope("admin")] as const,
   request: { params: JobParam },
   responses: { 200: { description: "The job", content: json(Job) }, 401: unauthorized, 404: notFound },
 });
 
 const putJobRoute = createRoute({
   method: "put",
-  path: "/api/admin/jobs/{job_id}",
+  path: "/jobs/{job_id}",
   summary: "Replace a job; a new schedule starts from now, re-enabling skips the missed windows",
-  middleware: [requireScope("admin"), requireJsonBody] as const,
+  middleware: [requireJsonBody] as const,
   request: { params: JobParam, body: { required: true, content: json(JobBody) } },
   responses: {
     200: { description: "Replaced", content: json(Job) },
@@ -165,21 +163,19 @@ const putJobRoute = createRoute({
 
 const deleteJobRoute = createRoute({
   method: "delete",
-  path: "/api/admin/jobs/{job_id}",
+  path: "/jobs/{job_id}",
   summary: "Delete a job and its firing records (runs and the audit log keep the history)",
-  middleware: [requireScope("admin")] as const,
   request: { params: JobParam },
   responses: { 200: { description: "Deleted", content: json(z.object({ deleted: Job })) }, 401: unauthorized, 404: notFound },
 });
 
 const firingsRoute = createRoute({
   method: "get",
-  path: "/api/admin/jobs/{job_id}/firings",
+  path: "/jobs/{job_id}/firings",
   summary: "A job's firings with their run ids and notification outcomes, newest first",
   description:
     "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `scheduled_for` descending; " +
     "a cursor is valid only for the job it came from. An unknown job has no firings (an empty list).",
-  middleware: [requireScope("admin")] as const,
   request: { params: JobParam, query: z.object(pageQuery()) },
   responses: {
     200: { description: "Firings, newest first", content: json(z.object({ firings: z.array(Firing), next_cursor: NextCursor })) },

@@ -1,0 +1,116 @@
+/**
+ * The run index and a run in full, for the admin (mounted under /api/admin):
+ *   GET /api/admin/runs               the D1 run index, newest first, paged (src/http/middleware/pagination.ts)
+ *   GET /api/admin/runs/{run_id}      the run with its events, trace, prompt manifests and tool-call envelopes
+ * Admins reach every run; API callers see theirs at /v1/runs/{run_id} (src/http/v1/runs.ts).
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { listRuns, type RunIndexRow } from "../../runs/index-d1";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { runNotFound, runStub } from "../run-by-id";
+import { runErrors as errors, RunEventSchema, RunIdParam, RunSchema } from "../run-schemas";
+
+/** RPC results whose payloads are JSON objects lose their types over the stub; this names it again. */
+type RunDetail = Awaited<ReturnType<SessionDO["runDetail"]>>;
+
+const RUN_STATUSES = ["queued", "running", "awaiting_approval", "completed", "failed", "cancelled"] as const;
+
+const RunIndexEntry = z
+  .object({
+    run_id: z.string(),
+    agent_id: z.string(),
+    session_key: z.string(),
+    session_id: z.string(),
+    caller_id: z.string().nullable(),
+    source: z.string(),
+    status: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi("RunIndexEntry");
+
+/** The run index pages newest first on (created_at, run_id), which never change once a run is queued. */
+const runPages = keyset<RunIndexRow, [string, string]>("runs", ["string", "string"], (r) => [r.created_at, r.run_id]);
+
+const adminListRoute = createRoute({
+  method: "get",
+  path: "/runs",
+  summary: "List runs (the D1 run index), newest first",
+  description:
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `run_id`, descending.",
+  request: {
+    query: z.object({
+      agent_id: z.string().optional().openapi({ description: "Only this agent's runs" }),
+      status: z.enum(RUN_STATUSES).optional().openapi({ description: "Only runs in this status" }),
+      caller_id: z.string().optional().openapi({ description: "Only runs queued by this API caller" }),
+      ...pageQuery(),
+    }),
+  },
+  responses: {
+    200: {
+      description: "Runs, newest first",
+      content: { "application/json": { schema: z.object({ runs: z.array(RunIndexEntry), next_cursor: NextCursor }) } },
+    },
+    400: { description: "Invalid query or cursor", content: { "application/json": { schema: ErrorEnvelope } } },
+    401: errors[401],
+  },
+});
+
+const adminRunRoute = createRoute({
+  method: "get",
+  path: "/runs/{run_id}",
+  summary: "A run with all its events, its trace, the prompt manifest of each model call and each tool call's S3 §1 envelopes",
+  request: { params: RunIdParam },
+  responses: {
+    200: {
+      description: "The run in detail",
+      content: {
+        "application/json": {
+          schema: z.object({
+            run: RunSchema,
+            events: z.array(RunEventSchema),
+            trace: z.array(z.object({ ts: z.number(), kind: z.string(), data: z.record(z.string(), z.unknown()) })),
+            manifests: z.array(z.object({ turn_id: z.string(), created_at: z.string(), manifest: z.record(z.string(), z.unknown()) })),
+            tool_calls: z.array(
+              z.object({ request: z.record(z.string(), z.unknown()).nullable(), response: z.record(z.string(), z.unknown()).nullable() }),
+            ),
+          }),
+        },
+      },
+    },
+    ...errors,
+  },
+});
+
+/** The admin's run routes. */
+export function adminRunRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(adminListRoute, async (c) => {
+    const q = c.req.valid("query");
+    const after = runPages.after(q.cursor);
+    const rows = await listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, after, limit: q.limit + 1 });
+    const { items, next_cursor } = runPages.page(rows, q.limit);
+    return c.json({ runs: items, next_cursor }, 200);
+  });
+
+  app.openapi(adminRunRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const detail = (await runStub(c, run_id).runDetail(run_id)) as unknown as RunDetail;
+    if (!detail) throw runNotFound(run_id);
+    return c.json(
+      {
+        run: detail.view as z.infer<typeof RunSchema>,
+        events: detail.events,
+        trace: detail.trace,
+        manifests: detail.manifests.map((m) => ({ turn_id: m.turnId, created_at: m.createdAt, manifest: m.manifest })),
+        tool_calls: detail.toolCalls,
+      },
+      200,
+    );
+  });
+
+  return app;
+}

@@ -1,0 +1,240 @@
+/**
+ * Runs over HTTP for API callers (S3 §5, DESIGN §3):
+ *   POST /v1/runs                      {agent_id, message} → 202 {id, status:"queued"}, in an isolated `run` session
+ *   GET  /v1/runs/{run_id}             S3's run shape
+ *   POST /v1/runs/{run_id}/cancel      ends a queued or running run with `run.cancelled`
+ *   GET  /v1/runs/{run_id}/events      lifecycle events as Server-Sent Events, from any seq
+ * A run id names the SessionDO that holds it (src/http/run-by-id.ts), so none of these scan anything.
+ * API callers see only their own runs; another caller's run is "not found". The admin's view of runs is
+ * src/http/admin/runs.ts.
+ */
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import { GatewayError } from "../../errors";
+import { apiCallerKey } from "../../runs/caller";
+import { eventForApiCaller } from "../../runs/events";
+import { submitTurn } from "../../runs/submit";
+import { AGENT_ID } from "../../sessions/keys";
+import type { SessionDO } from "../../sessions/SessionDO";
+import { requireScope } from "../middleware/auth";
+import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
+import { requireJsonBody } from "../middleware/json-body";
+import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { runNotFound, runStub } from "../run-by-id";
+import { RunIdParam, RunSchema, runErrors } from "../run-schemas";
+import { sessionKeyOrThrow, submitContext } from "../turns";
+
+export const RunRequest = z
+  .strictObject({
+    agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
+    message: z.string().min(1).max(100_000),
+    /** S5 session type of the run's new session: `setup` gets the setup task and the setup-only tools. */
+    session_type: z.enum(["ordinary", "setup"]).optional(),
+  })
+  .openapi("RunRequest");
+
+const Queued = z.object({ id: z.string(), status: z.literal("queued") }).openapi("RunQueued");
+
+const postRun = createRoute({
+  method: "post",
+  path: "/runs",
+  summary: "Queue a run of an agent in a fresh, isolated session",
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
+  description:
+    "Answers 202 at once. With `Prefer: wait=<seconds>` (at most 60) it answers 200 with the finished run if it ends in that time " +
+    "(header `Preference-Applied`), and 202 otherwise. " +
+    IDEMPOTENCY_DESCRIPTION,
+  request: {
+    body: { required: true, content: { "application/json": { schema: RunRequest } } },
+    headers: z.object({ prefer: z.string().optional(), "idempotency-key": IdempotencyKeyHeader }),
+  },
+  responses: {
+    200: { description: "The run finished within the Prefer: wait time", content: { "application/json": { schema: RunSchema } } },
+    202: { description: "Run queued", content: { "application/json": { schema: Queued } } },
+    400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
+    403: {
+      description: 'session_type "setup" from a caller not listed in setup.allowedCallers',
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
+    ...idempotencyErrors,
+    ...runErrors,
+  },
+});
+
+const getRunRoute = createRoute({
+  method: "get",
+  path: "/runs/{run_id}",
+  summary: "A run: status, output, tool executions",
+  middleware: [requireScope("api")] as const,
+  request: { params: RunIdParam },
+  responses: { 200: { description: "The run", content: { "application/json": { schema: RunSchema } } }, ...runErrors },
+});
+
+const cancelRoute = createRoute({
+  method: "post",
+  path: "/runs/{run_id}/cancel",
+  summary: "Cancel a queued or running run",
+  middleware: [requireScope("api")] as const,
+  request: { params: RunIdParam },
+  responses: {
+    202: {
+      description: "Cancelled (queued run) or cancellation under way (running run)",
+      content: { "application/json": { schema: z.object({ id: z.string(), status: z.enum(["cancelled", "running"]) }) } },
+    },
+    409: { description: "The run has already ended", content: { "application/json": { schema: ErrorEnvelope } } },
+    ...runErrors,
+  },
+});
+
+const eventsRoute = createRoute({
+  method: "get",
+  path: "/runs/{run_id}/events",
+  summary: "The run's lifecycle events as Server-Sent Events",
+  description:
+    "Each event is one SSE message: `id` = seq, `event` = event_type, `data` = the event JSON. Starts after `Last-Event-ID` " +
+    "(or `?after=`), so a client resumes where it stopped; follows the run until its terminal event unless `follow=false`. " +
+    "Counts toward the caller's open event streams (`limits.maxOpenStreamsPerCaller`): past it, 429 `rate.limited`.",
+  middleware: [requireScope("api")] as const,
+  request: {
+    params: RunIdParam,
+    query: z.object({
+      after: z.coerce.number().int().min(0).optional(),
+      follow: z.enum(["true", "false"]).default("true"),
+    }),
+  },
+  responses: {
+    200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } },
+    ...runErrors,
+    429: {
+      description: "The caller already has `limits.maxOpenStreamsPerCaller` event streams open",
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
+  },
+});
+
+/** How long one long poll for the next event lasts, and how long one stream stays open (clients resume with Last-Event-ID). */
+const EVENT_WAIT_MS = 25_000;
+const EVENT_STREAM_MAX_MS = 5 * 60_000;
+
+/** `Prefer: wait=<seconds>` (RFC 7240): how long POST /v1/runs may hold the response for the run to finish. */
+function preferWait(header: string | undefined): number | null {
+  const match = /(?:^|[,;\s])wait=(\d{1,3})(?:$|[,;\s])/.exec(header ?? "");
+  return match ? Math.min(60, Number(match[1])) : null;
+}
+
+/** RPC results whose payloads are JSON objects lose their types over the stub; these name them again. */
+type EventsPage = Awaited<ReturnType<SessionDO["runEvents"]>>;
+
+/** API callers reach only the runs they queued; admins reach every run. */
+function callerOf(c: Context<AppEnv>): string | null {
+  const principal = c.get("principal");
+  return principal?.scope === "api" ? principal.callerId : null;
+}
+
+/**
+ * A setup session's tools save what the agent's services will run (S5 §6.2), so only callers the operator
+ * listed in `setup.allowedCallers` may start one (issue 20 §6).
+ */
+function refuseSetupUnlessAllowed(allowed: readonly string[], callerId: string): void {
+  if (!allowed.includes(callerId))
+    throw new GatewayError(
+      "auth.forbidden",
+      `caller "${callerId}" may not start a setup session: only callers listed in the config's setup.allowedCallers may`,
+    );
+}
+
+/** The run routes. */
+export function runRoutes(): OpenAPIHono<AppEnv> {
+  const app = createRouter();
+
+  app.openapi(postRun, async (c) => {
+    const body = c.req.valid("json");
+    const config = c.get("config");
+    if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
+    const callerId = callerOf(c) as string;
+    if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
+    // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
+    // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).
+    const idempotency = c.get("idempotency");
+    const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
+    const wait = preferWait(c.req.header("Prefer"));
+    const { queued, done } = await submitTurn(submitContext(c), {
+      agentId: body.agent_id,
+      session: async () => sessionKeyOrThrow(`agent:${body.agent_id}:http:${callerId}:run:${nonce}`),
+      sessionType: body.session_type ?? "ordinary",
+      message: body.message,
+      source: "http",
+      channel: "http",
+      callerId,
+      refuseWhenBacklogged: { callerKey: apiCallerKey(callerId) },
+      ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
+      // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).
+      ...(wait !== null ? { wait: { ms: wait * 1000 } } : {}),
+    });
+    if (wait !== null && done?.finished) {
+      c.header("Preference-Applied", `wait=${wait}`);
+      return c.json(done.view as z.infer<typeof RunSchema>, 200);
+    }
+    return c.json({ id: queued.runId, status: "queued" as const }, 202);
+  });
+
+  app.openapi(getRunRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const record = await runStub(c, run_id).runRecord(run_id);
+    if (!record || record.callerId !== callerOf(c)) throw runNotFound(run_id);
+    return c.json(record.view as z.infer<typeof RunSchema>, 200);
+  });
+
+  app.openapi(cancelRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const stub = runStub(c, run_id);
+    const record = await stub.runRecord(run_id);
+    if (!record || record.callerId !== callerOf(c)) throw runNotFound(run_id);
+    const result = await stub.cancelRun(run_id);
+    if (!result.ok && result.reason === "not_found") throw runNotFound(run_id);
+    if (!result.ok) throw new GatewayError("conflict", `run ${run_id} has already ended (${result.status})`);
+    return c.json({ id: run_id, status: result.status as "cancelled" | "running" }, 202);
+  });
+
+  app.openapi(eventsRoute, async (c) => {
+    const { run_id } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const stub = runStub(c, run_id);
+    const first = (await stub.runEvents(run_id, 0, 1)) as unknown as EventsPage;
+    if (!first || first.callerId !== callerOf(c)) throw runNotFound(run_id);
+    const lastEventId = Number.parseInt(c.req.header("Last-Event-ID") ?? "", 10);
+    let after = Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : (q.after ?? 0);
+    const follow = q.follow === "true";
+    const lease = await openStreamLease(c); // 429 when the caller has its limit of streams open (issue 20 §4)
+    return streamSSE(c, async (stream) => {
+      const deadline = Date.now() + EVENT_STREAM_MAX_MS;
+      let closed = false;
+      stream.onAbort(() => {
+        closed = true;
+        releaseInBackground(c, lease);
+      });
+      try {
+        while (!closed && (await lease.renew())) {
+          // Long poll: the object answers at once when events are there, else when the next one is written.
+          const wait = follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
+          const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
+          if (!page) break;
+          for (const e of page.events) {
+            // Filtered on the way out, not in storage: admins, audit and bundles keep the prompt hashes.
+            await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(eventForApiCaller(e)) });
+            after = e.seq;
+          }
+          if (page.events.length === 500) continue;
+          if ((page.finished && page.events.length === 0) || !follow || Date.now() >= deadline) break;
+          if (page.finished) continue; // drain what the terminal step wrote, then stop
+        }
+      } finally {
+        await lease.release();
+      }
+    }) as never;
+  });
+
+  return app;
+}

@@ -1,0 +1,16 @@
+/**
+ * Calls from machines that are not API clients, each verified by what the gateway gave or agreed with it rather
+ * than by an API token: chat platforms' webhooks (a signature or secret header per platform) and a sandbox's tool
+ * callbacks (the token minted for that one session). Both check their credential per route, since it depends on
+ * the route's own parameters (the channel, the session).
+ */
+import type { Door } from "../callers";
+
+/** The chat channels' webhooks, signed by their platform. */
+export const CHANNEL_WEBHOOK_DOOR: Door = { prefix: "/webhooks", credential: "signature" };
+
+/** A sandbox's tool callbacks, at S5's two paths (`/v1/sessions/…/tools/…` and `/proliferate/…`). */
+export const TOOL_CALLBACK_DOOR: Door = { prefix: "/", credential: "sandbox" };
+
+export { webhookRoutes as channelWebhookRoutes } from "./channels";
+export { toolCallbackRoutes } from "./tool-callbacks";
