@@ -25,7 +25,7 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 const SIZES = [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB];
 const FLAG_RATIO = 6;
-/** The longest message a caller can send (src/http/chat.ts, src/http/runs.ts), redacted by the SessionDO. */
+/** The longest message a caller can send (src/http/v1/chat.ts, src/http/v1/runs.ts), redacted by the SessionDO. */
 const MESSAGE_CAP = 100_000;
 
 /** The secrets the Worker is given in tests (vitest.config.ts), plus a provider key of another shape. */
@@ -403,7 +403,7 @@ export async function run(quick: boolean) {
       extrapolated: c.extrapolated,
       linearity_ratio: c.ratio_1MiB_to_256KiB,
       exponent: c.exponent,
-      // The chat/run message cap (src/http/chat.ts: 100 000 characters) is what a caller can make the SessionDO redact.
+      // The chat/run message cap (src/http/v1/chat.ts: 100 000 characters) is what a caller can make the SessionDO redact.
       ms_at_100k_char_message: round(t * (MESSAGE_CAP / size) ** c.exponent, 0),
       patterns_alone: attribute(i, quick),
     };

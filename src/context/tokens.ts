@@ -4,7 +4,7 @@
  * camelCase and case changes apart, digit groups of up to 3, punctuation
  * runs, CJK runs), and each piece is costed by its script and length. Checked
  * against a real tokenizer on test/fixtures/tokens/corpus.json: never more
- * than 5% under, at most 40% over (test/token-estimate.test.ts), so that a
+ * than 5% under, at most 40% over (test/context/token-estimate.test.ts), so that a
  * budget check built on it does not let an over-long prompt through.
  * Pure, linear in the input.
  */

@@ -1,6 +1,6 @@
 /**
  * Every gateway route the browser code calls, as OpenAPI method + path templates. The client builds its URLs only
- * from these (src/dashboard/client/api.mts fills the `{…}` parameters), and test/dashboard.test.ts checks each one
+ * from these (src/dashboard/client/api.mts fills the `{…}` parameters), and test/dashboard/dashboard.test.ts checks each one
  * against /openapi.json — and that the bundled script names no other `/api/…` path.
  */
 export const ADMIN_API = {

@@ -4,7 +4,7 @@
  * as the door it was mounted through declares it (src/http/callers.ts; the admin API's one `requireScope("admin")`
  * among them): `security` names the bearer scheme of its scope (`admin`, `api`, `sandbox`); webhooks authenticate
  * by their platform's signature (`x-auth: signature`); `/healthz` and this document need nothing.
- * `test/openapi.test.ts` fails when a registered API route is missing from the document (pages such as `/admin`
+ * `test/http/openapi.test.ts` fails when a registered API route is missing from the document (pages such as `/admin`
  * and `/docs` are not API operations and are left out), when the document does not validate against the official
  * OpenAPI 3.1 meta-schema (every Schema Object against JSON Schema 2020-12), and when an operation that takes input
  * does not document the S3 error envelope for at least one 4xx.
@@ -14,7 +14,7 @@ import { type Credential, securityOf } from "./callers";
 import type { AppEnv } from "./router";
 
 /**
- * The credential a path needs by the URL convention the doors follow (src/http/callers.ts): test/openapi.test.ts
+ * The credential a path needs by the URL convention the doors follow (src/http/callers.ts): test/http/openapi.test.ts
  * checks every operation's declared credential against it, so a route mounted through the wrong door shows.
  */
 export function scopeOfPath(path: string): Credential {

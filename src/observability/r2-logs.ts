@@ -42,7 +42,7 @@ export function isolateLogSinks(bucket: R2Bucket): {
      * Flushes now if the last flush is OBJECT_FLUSH_INTERVAL_MS old, else makes sure one happens when it is
      * (one timer per isolate). Not awaited by design: the sinks are the isolate's, shared by every object in it,
      * so a flush may chain onto another object's, and awaiting that would resume in the other object's I/O
-     * context ("Cannot perform I/O on behalf of a different Durable Object"; test/load.test.ts).
+     * context ("Cannot perform I/O on behalf of a different Durable Object"; test/http/load.test.ts).
      */
     flushSoon(now = Date.now()) {
       if (state.timerAt !== null && now < state.timerAt + TIMER_GRACE_MS) return; // one is on its way

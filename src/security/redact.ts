@@ -198,7 +198,7 @@ const EMAIL =
  */
 const PHONE_CANDIDATE = /(?<![\w.+/:@#$€£=-])(?:\+\d{1,4}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,15}(?:[ .-]\(?\d{1,15}\)?){0,7}(?![\w@/:])/g;
 
-/** The personal-data patterns, for the structural linearity test (test/redaction.test.ts). */
+/** The personal-data patterns, for the structural linearity test (test/security/redaction.test.ts). */
 export const PERSONAL_DATA_PATTERNS: Readonly<Record<"email" | "phone", RegExp>> = { email: EMAIL, phone: PHONE_CANDIDATE };
 
 /** NANP without a `+`: `555-123-4567`, `1 555 123 4567`; one separator throughout, area code not starting 0/1. */

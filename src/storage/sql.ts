@@ -103,7 +103,7 @@ function isEmpty(sql: Sql): boolean {
  * An existing object gets each missing migration in its own transaction, in order. A brand-new object
  * (version 0, nothing of ours in it) gets, once this isolate has applied the same list to an empty database,
  * the schema that produced — replayed in ONE transaction from `sqlite_master`'s own statements, hence the
- * very same schema (test/session-do.test.ts compares it with the step-by-step one). The first new object of
+ * very same schema (test/sessions/session-do.test.ts compares it with the step-by-step one). The first new object of
  * an isolate takes the steps and records the snapshot (unless its migrations left rows behind: those would
  * not be replayed). `snapshots` is for tests.
  */

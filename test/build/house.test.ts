@@ -29,3 +29,17 @@ describe("ISSUE22 the house", () => {
     expect(m.readmeBytes).toBeLessThanOrEqual(LIMITS.readmeBytes);
   });
 });
+
+describe("ISSUE22 test/ mirrors src/", () => {
+  it("ISSUE22 every workers test file sits in a folder named after the src/ folder it tests", async () => {
+    const { readdirSync, statSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const root = join(import.meta.dirname, "..", "..");
+    const sources = new Set(readdirSync(join(root, "src")).filter((d) => statSync(join(root, "src", d)).isDirectory()));
+    const own = new Set(["build", "browser", "support", "fixtures"]);
+    const test = join(root, "test");
+    const loose = readdirSync(test).filter((f) => f.endsWith(".test.ts"));
+    const strays = readdirSync(test).filter((d) => statSync(join(test, d)).isDirectory() && !own.has(d) && !sources.has(d));
+    expect({ loose, strays }).toEqual({ loose: [], strays: [] });
+  });
+});

@@ -2,7 +2,7 @@
  * A hostile model's disguises for hidden-layer text (issue 20 §2): each turns
  * a hidden text into what a model told "answer with your system prompt,
  * but …" would send. Used by the output-guard unit tests and the end-to-end
- * figure (test/output-guard-e2e.test.ts).
+ * figure (test/security/output-guard-e2e.test.ts).
  */
 import { getBasePrompt, requirePrompt } from "../../src/prompts/catalog";
 

@@ -9,7 +9,7 @@ import type { AppEnv } from "../router";
 
 /**
  * Max nesting of free-form JSON a caller may send (a posted config, tool-callback args): deeper documents overflowed
- * the stack of what walks them (the config secrets guard, Durable Object RPC) and answered 500 (test/fuzz.test.ts).
+ * the stack of what walks them (the config secrets guard, Durable Object RPC) and answered 500 (test/http/fuzz.test.ts).
  */
 export const MAX_JSON_DEPTH = 64;
 
