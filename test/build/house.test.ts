@@ -30,6 +30,25 @@ describe("ISSUE22 the house", () => {
   });
 });
 
+describe("ISSUE22 doors", () => {
+  it('ISSUE22 the admin API is guarded once: requireScope("admin") appears in code only where src/http/admin/index.ts mounts it', async () => {
+    const { readdirSync, readFileSync, statSync } = await import("node:fs");
+    const { join, relative } = await import("node:path");
+    const root = join(import.meta.dirname, "..", "..");
+    const files = (dir: string): string[] =>
+      readdirSync(dir).flatMap((n) =>
+        statSync(join(dir, n)).isDirectory() ? files(join(dir, n)) : /\.tsx?$/.test(n) ? [join(dir, n)] : [],
+      );
+    const uses = files(join(root, "src")).flatMap((f) =>
+      readFileSync(f, "utf8")
+        .split("\n")
+        .filter((line) => !/^\s*(\*|\/\/)/.test(line) && line.includes('requireScope("admin")'))
+        .map(() => relative(root, f)),
+    );
+    expect(uses).toEqual(["src/http/admin/index.ts"]);
+  });
+});
+
 describe("ISSUE22 test/ mirrors src/", () => {
   it("ISSUE22 every workers test file sits in a folder named after the src/ folder it tests", async () => {
     const { readdirSync, statSync } = await import("node:fs");
