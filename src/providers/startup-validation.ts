@@ -1,11 +1,13 @@
 /**
  * Startup validation of the default model (S1 §1.6, DESIGN §2).
  *
- * Workers have no process start, so validation runs once per isolate before
- * the first request that needs the provider, and on `GET /healthz?deep=1`.
- * `strict` refuses those requests (503, one actionable line) until the default
- * model validates; `warn` logs one warning line and carries on; `off` skips.
- * Neither the outcome nor the log ever contains the key.
+ * Workers have no process start, so validation runs once per isolate: under
+ * `strict`, before the first turn an HTTP door takes (src/http/turns.ts
+ * `providerReady`), which is refused (503, one actionable line) until the
+ * default model validates; under `warn` and `off` no turn waits for it. Every
+ * mode but `off` is checked by `GET /healthz?deep=1` and `GET /api/admin/status`,
+ * where `warn` logs its one warning line and carries on. Neither the outcome nor
+ * the log ever contains the key.
  */
 import OpenAI from "openai";
 import { defaultModelRef, type ResolvedModel, resolveConfiguredModelRef } from "../config/model-ref";

@@ -262,3 +262,60 @@ describe("once per isolate", () => {
     expect(await requestsTo(host)).toHaveLength(2);
   });
 });
+
+describe("S1 §1.6 strict: a turn waits for the default model to validate", () => {
+  const ALICE = "test-api-token-alice-0123456789";
+  async function chat(app: ReturnType<typeof createApp>, bindings: object, room: string) {
+    const res = await app.request(
+      "https://gateway.test/v1/chat/messages",
+      {
+        method: "POST",
+        headers: { authorization: `Bearer ${ALICE}`, "content-type": "application/json" },
+        body: JSON.stringify({ user_id: "u1", room_id: room, agent_id: "main", message: "hello" }),
+      },
+      bindings,
+    );
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
+  }
+  const withKey = { ...env, MOONSHOT_API_KEY: KEY };
+  const sessionsOf = async (room: string) =>
+    (await env.DB.prepare("SELECT COUNT(*) AS n FROM sessions WHERE session_key LIKE ?1").bind(`%~${room}:%`).first<{ n: number }>())?.n;
+
+  it("S1 §1.6 strict and the model not offered → POST /v1/chat/messages 503 provider.unavailable with the actionable line; nothing stored, no model call", async () => {
+    const { host, app } = gateway("nomodel", "strict");
+    const room = `strict-${crypto.randomUUID().slice(0, 8)}`;
+    expect(await chat(app, withKey, room)).toEqual({
+      status: 503,
+      body: {
+        error: {
+          code: "provider.unavailable",
+          message:
+            'startup validation (strict) failed for moonshot:kimi-k1-128k: the provider does not list model "kimi-k1-128k" — check the model id in config',
+        },
+      },
+    });
+    expect(await requestsTo(host)).toEqual([{ method: "GET", host, path: "/v1/models", authorized: true }]);
+    expect(await sessionsOf(room)).toBe(0);
+    // Within the retry interval a second turn is refused from the remembered outcome, without asking the provider again.
+    expect((await chat(app, withKey, room)).status).toBe(503);
+    expect(await requestsTo(host)).toHaveLength(1);
+  });
+
+  it("S1 §1.6 strict and a provider that validates → the turn is queued; the isolate checks once, not per turn", async () => {
+    const { host, app } = gateway("ok", "strict");
+    const room = `strict-ok-${crypto.randomUUID().slice(0, 8)}`;
+    const first = await chat(app, withKey, room);
+    expect(first.status).toBe(202);
+    expect(first.body.status).toBe("queued");
+    expect((await chat(app, withKey, room)).status).toBe(202);
+    const models = (await requestsTo(host)).filter((r) => r.path === "/v1/models");
+    expect(models).toEqual([{ method: "GET", host, path: "/v1/models", authorized: true }]);
+  });
+
+  it("S1 §1.6 warn never holds a turn: the model not offered → 202, and no validation request on the turn's path", async () => {
+    const { host, app } = gateway("nomodel", "warn");
+    const room = `warn-${crypto.randomUUID().slice(0, 8)}`;
+    expect((await chat(app, withKey, room)).status).toBe(202);
+    expect((await requestsTo(host)).filter((r) => r.path === "/v1/models")).toEqual([]);
+  });
+});

@@ -14,7 +14,7 @@ import { findSessionKey } from "../../sessions/index-d1";
 import { AGENT_ID, parseSessionKey, SESSION_ID } from "../../sessions/keys";
 import { requireJsonBody } from "../middleware/json-body";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
-import { sessionKeyOrThrow, submitContext } from "../turns";
+import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
 
 /** The caller key an admin's setup runs count against for per-caller limits (src/runs/caller.ts). */
 export const ADMIN_CALLER_KEY = "admin";
@@ -80,6 +80,7 @@ export function adminSetupRoutes(): OpenAPIHono<AppEnv> {
     const config = c.get("config");
     const agent = Object.hasOwn(config.agents, body.agent_id) ? config.agents[body.agent_id] : undefined;
     if (!agent) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
+    await providerReady(c);
     const { queued, sessionKey } = await submitTurn(submitContext(c), {
       agentId: body.agent_id,
       // Looked up only once the backlog check has passed: a refused request reads nothing.

@@ -15,7 +15,7 @@ import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
-import { submitContext } from "../turns";
+import { providerReady, submitContext } from "../turns";
 
 const IdPart = z.string().regex(KEY_PART, "1-128 characters of letters, digits and + . _ @ = -");
 
@@ -90,6 +90,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
 
     // Under an Idempotency-Key, a re-attempt of the same use of the key returns the run the first one queued.
     const idempotency = c.get("idempotency");
+    await providerReady(c);
     const { queued } = await submitTurn(submitContext(c), {
       agentId: body.agent_id,
       session: key.key,

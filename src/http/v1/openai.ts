@@ -25,7 +25,7 @@ import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, ide
 import { requireJsonBody } from "../middleware/json-body";
 import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
 import { type AppEnv, createRouter } from "../router";
-import { sessionKeyOrThrow, submitContext } from "../turns";
+import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
 
 /** How often a streamed answer that is still being worked on sends an SSE comment (keeps proxies from timing out). */
 export const HEARTBEAT_MS = 15_000;
@@ -126,6 +126,7 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
   const idempotency = c.get("idempotency");
   const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
   const peer = turn.user === null ? `run:${nonce}` : `dm:${turn.user}`;
+  await providerReady(c);
   const { session, queued, done } = await submitTurn(submitContext(c), {
     agentId: turn.agentId,
     session: async () => sessionKeyOrThrow(`agent:${turn.agentId}:openai:${callerId}:${peer}`),

@@ -24,7 +24,7 @@ import { openStreamLease, releaseInBackground } from "../middleware/open-streams
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { runNotFound, runStub } from "../run-by-id";
 import { RunIdParam, RunSchema, runErrors } from "../run-schemas";
-import { sessionKeyOrThrow, submitContext } from "../turns";
+import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
 
 export const RunRequest = z
   .strictObject({
@@ -160,6 +160,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const idempotency = c.get("idempotency");
     const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
     const wait = preferWait(c.req.header("Prefer"));
+    await providerReady(c);
     const { queued, done } = await submitTurn(submitContext(c), {
       agentId: body.agent_id,
       session: async () => sessionKeyOrThrow(`agent:${body.agent_id}:http:${callerId}:run:${nonce}`),

@@ -25,7 +25,7 @@ import { submitTurn } from "../../runs/submit";
 import { deploymentConfig, secretOrigins } from "../../security/secret-origins";
 import { acceptedSecrets } from "../../security/stored-secrets";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
-import { sessionKeyOrThrow, submitContext } from "../turns";
+import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
 
 type Channel = "telegram" | "slack" | "standard";
 
@@ -68,6 +68,7 @@ async function queue(
   c: Context<AppEnv>,
   o: { agentId: string; channel: Channel; key: string; caller: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
 ): Promise<{ runId: string; duplicate: boolean }> {
+  await providerReady(c);
   const { queued } = await submitTurn(submitContext(c), {
     agentId: o.agentId,
     session: sessionKeyOrThrow(o.key),
