@@ -48,6 +48,7 @@ import { markCreated } from "./session-store";
 import { getSystemPrompt, type SystemPromptAnswer, setSystemPrompt } from "./system-prompt";
 import { idempotencyPurge, type ToolCallbackAnswer, type ToolCallbackPolicy, ToolCallbacks } from "./tool-callbacks";
 import type { TranscriptRow } from "./transcript";
+import { SessionSockets } from "./websocket";
 
 export type { Checkpoint } from "./checkpoint";
 export type { GenerationResult } from "./generations";
@@ -63,6 +64,7 @@ export class SessionDO extends DurableObject<Env> {
   readonly #waiters = new RunWaiters();
   readonly #alarms: AlarmRunner;
   readonly #callbacks: ToolCallbacks;
+  readonly #sockets: SessionSockets;
 
   constructor(ctx: DurableObjectState, env: Env) {
     // A copy, updated in place with the admin-stored secrets: the run engine and every module hold this one object.
@@ -83,6 +85,8 @@ export class SessionDO extends DurableObject<Env> {
       channelReplies(cx),
     ]);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
+    this.#sockets = new SessionSockets(cx, this);
+    this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {
       migrate(ctx.storage, cx.sql, SESSION_MIGRATIONS);
@@ -98,6 +102,20 @@ export class SessionDO extends DurableObject<Env> {
     // After this object's own storage I/O, and not awaited (the sinks are the isolate's: see flushSoon). At most one
     // flush per OBJECT_FLUSH_INTERVAL_MS per isolate, so under load one segment carries many runs' lines.
     isolateLogSinks(this.env.AUDIT).flushSoon();
+  }
+
+  /** The WebSocket conversation route (src/sessions/websocket.ts): the Worker's admitted upgrade, then the socket's frames. */
+  override async fetch(request: Request): Promise<Response> {
+    return this.#sockets.accept(request);
+  }
+  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    await this.#sockets.message(ws, message);
+  }
+  override async webSocketClose(ws: WebSocket): Promise<void> {
+    await this.#sockets.closed(ws);
+  }
+  override async webSocketError(ws: WebSocket): Promise<void> {
+    await this.#sockets.closed(ws);
   }
 
   /** A gateway tool callback from a sandbox (S5), executed once per `(tool, tool_call_id)` (see tool-callbacks.ts). */

@@ -6,9 +6,16 @@
 /** Who is waiting for which run's next event. */
 export class RunWaiters {
   readonly #waiters = new Map<string, Set<() => void>>();
+  readonly #listeners: ((runId: string) => void)[] = [];
+
+  /** Calls `fn` at every event written, in the writing transaction (the WebSocket route pushes events from it). */
+  listen(fn: (runId: string) => void): void {
+    this.#listeners.push(fn);
+  }
 
   /** Wakes every caller waiting on `runId` (a lifecycle event was written). */
   wake(runId: string): void {
+    for (const fn of this.#listeners) fn(runId);
     const waiting = this.#waiters.get(runId);
     if (!waiting) return;
     this.#waiters.delete(runId);

@@ -22,6 +22,8 @@ export const STREAM_RETRY_AFTER_SECONDS = 5;
 
 /** One held slot: renew it while the stream runs, release it once when the stream ends. */
 export interface StreamLease {
+  /** The lease's id in the caller's object (a WebSocket hands it to the session object, which renews and releases it). */
+  readonly id: string;
   /** Renews the lease when due; false when the slot was lost (the stream should end). */
   renew(): Promise<boolean>;
   /** Gives the slot back; safe to call more than once. */
@@ -52,6 +54,7 @@ export async function openStreamLease(c: Context<AppEnv>): Promise<StreamLease> 
   let renewed = Date.now();
   let released = false;
   return {
+    id: leaseId,
     async renew() {
       const now = Date.now();
       if (released) return false;

@@ -1,5 +1,6 @@
 /**
- * The API for API callers, under `/v1` (S3 §5): chat messages, runs, and the OpenAI-compatible front door.
+ * The API for API callers, under `/v1` (S3 §5): chat messages, runs, the OpenAI-compatible front door, and the
+ * WebSocket conversation route.
  * Each route checks `requireScope("api")` itself rather than the mount: S5 fixes a sandbox's tool-callback path
  * under `/v1/sessions/{id}/tools/…` (src/http/webhooks/tool-callbacks.ts), so `/v1` is not the api callers' alone.
  */
@@ -9,6 +10,7 @@ import { type AppEnv, createRouter } from "../router";
 import { chatRoutes } from "./chat";
 import { openAiRoutes } from "./openai";
 import { runRoutes } from "./runs";
+import { socketRoutes } from "./socket";
 
 /** Where the API is mounted and who calls it. */
 export const V1_DOOR: Door = { prefix: "/v1", credential: "api" };
@@ -19,5 +21,6 @@ export function v1Routes(): OpenAPIHono<AppEnv> {
   v1.route("/", chatRoutes());
   v1.route("/", runRoutes());
   v1.route("/", openAiRoutes());
+  v1.route("/", socketRoutes());
   return v1;
 }

@@ -1,0 +1,284 @@
+/**
+ * The WebSocket conversation route's half inside the session's Durable Object (issue 23, docs/decisions.md D-053).
+ *
+ * The Worker (src/http/v1/socket.ts) authenticates the upgrade, resolves the caller's own session key exactly as
+ * `POST /v1/chat/messages` does, takes an open-stream slot for the socket, and forwards the upgrade here with that
+ * grant. The object accepts the socket through the hibernatable API (`ctx.acceptWebSocket`, as cloudflare/agents
+ * and partyserver do) and keeps the grant in the socket's attachment, so a socket survives the object hibernating:
+ * nothing about it lives only in memory.
+ *
+ * Each `message` frame is a turn submitted through src/runs/submit.ts, like every other door's — the configuration
+ * in force, the run spec and prompt stack, the per-caller approval backlog, budgets, audit — with the client's
+ * message id as the dispatch key (a resent id re-attaches to its run). The socket then follows the run: the events
+ * so far go out at once, and each later event is pushed when the run engine writes it (`onRunEvent`, called from
+ * the run waiters), after the write's transaction, so a frame never shows an event that was rolled back; the
+ * object's output gate holds the frame until the write is durable. The runs a socket follows, and the last seq it
+ * was sent of each, are in its attachment too, so events written after a hibernation still reach it. After the
+ * terminal event comes the run itself (`run` frame, the shape of `GET /v1/runs/{run_id}`, with the reply).
+ */
+import { bundledConfig } from "../config/load";
+import type { GatewayConfig } from "../config/schema";
+import { configInForce } from "../config/versions";
+import { GatewayError } from "../errors";
+import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../http/middleware/open-streams";
+import {
+  errorFrame,
+  parseClientFrame,
+  type SocketMessageFrame,
+  type SocketRunView,
+  type SocketServerFrame,
+} from "../http/v1/socket-frames";
+import { requestCallerKey } from "../runs/caller";
+import { eventForApiCaller } from "../runs/events";
+import { getRun, isTerminal, listEvents } from "../runs/store";
+import { type SubmitContext, submitTurn } from "../runs/submit";
+import type { SessionContext } from "./context";
+import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
+import { runRecord } from "./run-queries";
+import type { SessionDO } from "./SessionDO";
+
+/** The header the Worker puts its grant in when it forwards an upgrade; the object is reachable only through it. */
+export const SOCKET_GRANT_HEADER = "x-sophie-socket-grant";
+
+/** At most this many runs followed per socket at once (they live in the attachment, at most 2,048 bytes). */
+export const MAX_FOLLOWED_RUNS = 4;
+
+/** What the Worker checked at the upgrade: who the caller is, the conversation, and the open-stream slot it holds. */
+export interface SocketGrant {
+  callerId: string;
+  agentId: string;
+  /** The conversation's session key, `agent:{agent}:http:{caller}~{room}:dm:{user}`: this object's own. */
+  sessionKey: string;
+  /** The caller's open-stream slot (src/http/middleware/open-streams.ts) and the object that counts it. */
+  leaseId: string;
+  leaseObject: string;
+}
+
+/** A run the socket follows: its id, the client message id that queued it, the last seq sent. */
+interface Followed {
+  run: string;
+  id: string;
+  after: number;
+}
+
+type Attachment = SocketGrant & { follows: Followed[] };
+
+/** The object's methods a socket turn uses: the same ones every other door reaches over RPC. */
+export type SocketTurnTarget = Pick<SessionDO, "enqueueMessage" | "newSession" | "resumeSession">;
+
+/** The sockets of one session object: accepting them, their frames, and pushing their runs' events. */
+export class SessionSockets {
+  readonly #cx: SessionContext;
+  readonly #target: SocketTurnTarget;
+  /** Runs with an event written in this tick, pushed once the write's transaction is over. */
+  readonly #due = new Set<string>();
+  /** When each lease was last renewed by this instance (lost on hibernation: the next message renews). */
+  readonly #renewed = new Map<string, number>();
+
+  constructor(cx: SessionContext, target: SocketTurnTarget) {
+    this.#cx = cx;
+    this.#target = target;
+  }
+
+  /** Accepts a forwarded upgrade as a hibernatable socket carrying its grant; 400 for anything else. */
+  accept(request: Request): Response {
+    const grant = parseGrant(request.headers.get(SOCKET_GRANT_HEADER));
+    if (!grant || request.headers.get("Upgrade")?.toLowerCase() !== "websocket")
+      return new Response("not a socket upgrade", { status: 400 });
+    const [client, server] = Object.values(new WebSocketPair()) as [WebSocket, WebSocket];
+    this.#cx.state.acceptWebSocket(server, [`caller:${grant.callerId}`]);
+    server.serializeAttachment({ ...grant, follows: [] } satisfies Attachment);
+    this.#renewed.set(grant.leaseId, Date.now()); // the Worker just took it
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /** One frame from a socket: a turn, answered with frames; a bad frame gets an error frame and the socket stays open. */
+  async message(ws: WebSocket, data: string | ArrayBuffer): Promise<void> {
+    const parsed = parseClientFrame(data);
+    if (!parsed.ok) return send(ws, errorFrame(parsed.error, parsed.id));
+    try {
+      await this.#turn(ws, parsed.frame);
+    } catch (err) {
+      const error = err instanceof GatewayError ? err : new GatewayError("internal.error", "internal error");
+      send(ws, errorFrame(error, parsed.frame.id));
+    }
+  }
+
+  /** The socket closed or failed: give its open-stream slot back. */
+  async closed(ws: WebSocket): Promise<void> {
+    const att = attachmentOf(ws);
+    if (!att) return;
+    this.#renewed.delete(att.leaseId);
+    try {
+      await this.#cx.env.IDEMPOTENCY.getByName(att.leaseObject).releaseStream(att.leaseId);
+    } catch {
+      // The slot lapses by itself after STREAM_LEASE_TTL_MS.
+    }
+  }
+
+  /** A run wrote an event (inside its transaction): push it to the sockets following that run once the write is done. */
+  onRunEvent(runId: string): void {
+    if (this.#due.has(runId)) return;
+    this.#due.add(runId);
+    queueMicrotask(() => {
+      this.#due.delete(runId);
+      for (const ws of this.#cx.state.getWebSockets()) this.#push(ws, runId);
+    });
+  }
+
+  async #turn(ws: WebSocket, frame: SocketMessageFrame): Promise<void> {
+    const att = attachmentOf(ws);
+    if (!att) throw new GatewayError("internal.error", "this socket has no grant; reconnect");
+    const config = await configForTurn(this.#cx.env);
+    if (!Object.hasOwn(config.agents, att.agentId)) throw new GatewayError("resource.not_found", `unknown agent "${att.agentId}"`);
+    await this.#renewLease(att, config.limits.maxOpenStreamsPerCaller);
+    const key = ownKey(att);
+    const identity = { sessionKey: att.sessionKey, agentId: att.agentId };
+    const command = frame.text.trim();
+    if (command === "/new" || command === "/resume" || command.startsWith("/resume ")) return this.#command(ws, frame, identity, command);
+    if (att.follows.length >= MAX_FOLLOWED_RUNS && !att.follows.some((f) => f.id === frame.id))
+      throw new GatewayError("rate.limited", `this socket already follows ${MAX_FOLLOWED_RUNS} unfinished runs; wait for one to end`, {
+        retryAfterSeconds: 5,
+      });
+    const { queued } = await submitTurn(this.#submitContext(config), {
+      agentId: att.agentId,
+      session: key,
+      message: frame.text,
+      source: "websocket",
+      channel: "http",
+      callerId: att.callerId,
+      refuseWhenBacklogged: { callerKey: requestCallerKey(att.callerId, att.agentId) },
+      // Scoped to this conversation's object, like an Idempotency-Key's dispatch key, under a prefix of its own.
+      dispatchKey: `ws:${frame.id}`,
+    });
+    send(ws, { type: "accepted", id: frame.id, run_id: queued.runId, session_id: queued.sessionId, duplicate: queued.duplicate === true });
+    this.#follow(ws, { run: queued.runId, id: frame.id, after: 0 });
+  }
+
+  /** `/new` and `/resume <session_id>`, as `POST /v1/chat/messages` answers them. */
+  async #command(
+    ws: WebSocket,
+    frame: SocketMessageFrame,
+    identity: { sessionKey: string; agentId: string },
+    command: string,
+  ): Promise<void> {
+    if (command === "/new") {
+      const r = await this.#target.newSession(identity);
+      if (!r.ok) throw archiveFailed();
+      const response = `Started a new session. The previous one (${r.previousSessionId}) is archived; /resume ${r.previousSessionId} brings it back.`;
+      return send(ws, { type: "response", id: frame.id, response, session_id: r.sessionId });
+    }
+    const target = command.slice("/resume".length).trim();
+    if (!SESSION_ID.test(target)) throw new GatewayError("invalid.request", "usage: /resume <session_id>");
+    const r = await this.#target.resumeSession(identity, target);
+    if (!r.ok && r.reason === "not_found") throw new GatewayError("resource.not_found", `no session ${target} in this conversation`);
+    if (!r.ok) throw archiveFailed();
+    send(ws, { type: "response", id: frame.id, response: `Resumed session ${r.sessionId}.`, session_id: r.sessionId });
+  }
+
+  /**
+   * The turn is submitted through src/runs/submit.ts like every door's; its session is always this object (the
+   * grant's key is the one the Worker routed the upgrade by), so the one RPC is a call on this object itself.
+   */
+  #submitContext(config: GatewayConfig): SubmitContext {
+    const target = this.#target;
+    const self = { getByName: () => target } as unknown as SubmitContext["env"]["SESSIONS"];
+    return { env: { SESSIONS: self, DB: this.#cx.env.DB }, config };
+  }
+
+  /** Starts following `run` on `ws` (again, for a resent id: from the start) and sends what it has written so far. */
+  #follow(ws: WebSocket, followed: Followed): void {
+    const att = attachmentOf(ws);
+    if (!att) return;
+    att.follows = [...att.follows.filter((f) => f.run !== followed.run), followed];
+    ws.serializeAttachment(att);
+    this.#push(ws, followed.run);
+  }
+
+  /** Sends `ws` the events of `runId` it has not had yet; stops following the run once its terminal event is out. */
+  #push(ws: WebSocket, runId: string): void {
+    const att = attachmentOf(ws);
+    const followed = att?.follows.find((f) => f.run === runId);
+    if (!att || !followed) return;
+    const run = getRun(this.#cx.sql, runId);
+    if (!run) return;
+    for (;;) {
+      const events = listEvents(this.#cx.sql, run, followed.after, 500);
+      for (const e of events) {
+        send(ws, { type: "event", id: followed.id, event: eventForApiCaller(e) });
+        followed.after = e.seq;
+      }
+      if (events.length < 500) break;
+    }
+    // Statuses and events are written in the same transaction, so a terminal run has no event left to send:
+    // the run itself closes the turn, as GET /v1/runs/{run_id} shows it (its output is the assistant's reply).
+    if (isTerminal(run.status)) {
+      att.follows = att.follows.filter((f) => f !== followed);
+      const record = runRecord(this.#cx.sql, runId);
+      if (record) send(ws, { type: "run", id: followed.id, run: record.view as SocketRunView });
+    }
+    ws.serializeAttachment(att);
+  }
+
+  /** Renews the socket's open-stream slot when due; a slot lost while the socket idled is taken again, or refused at the cap. */
+  async #renewLease(att: Attachment, max: number): Promise<void> {
+    const now = Date.now();
+    if (now - (this.#renewed.get(att.leaseId) ?? 0) < STREAM_LEASE_RENEW_MS) return;
+    let taken: { ok: boolean; open?: number };
+    try {
+      taken = await this.#cx.env.IDEMPOTENCY.getByName(att.leaseObject).acquireStream(att.leaseId, now, max, STREAM_LEASE_TTL_MS);
+    } catch {
+      throw new GatewayError("internal.error", "could not check the open-stream limit; try again", { status: 503 });
+    }
+    if (!taken.ok)
+      throw new GatewayError("rate.limited", `this caller already has ${taken.open} event streams open (limit ${max}); close one first`, {
+        retryAfterSeconds: 5,
+      });
+    this.#renewed.set(att.leaseId, now);
+  }
+}
+
+/** The configuration in force, read as the Worker reads it (an admin-posted version, else the bundled file). */
+async function configForTurn(env: Env): Promise<GatewayConfig> {
+  try {
+    return (await configInForce(env.DB)).config;
+  } catch {
+    return bundledConfig(); // D1 unreadable: the bundled file serves meanwhile, as in the Worker
+  }
+}
+
+function ownKey(att: Attachment): SessionKey {
+  const parsed = parseSessionKey(att.sessionKey);
+  if (!parsed.ok || formatSessionKey(parsed.key) !== att.sessionKey)
+    throw new GatewayError("internal.error", "this socket's grant is unreadable; reconnect");
+  return parsed.key;
+}
+
+function parseGrant(header: string | null): SocketGrant | null {
+  if (!header) return null;
+  try {
+    const g = JSON.parse(header) as Partial<SocketGrant>;
+    const fields = [g.callerId, g.agentId, g.sessionKey, g.leaseId, g.leaseObject];
+    return fields.every((f) => typeof f === "string" && f.length > 0) ? (g as SocketGrant) : null;
+  } catch {
+    return null;
+  }
+}
+
+function attachmentOf(ws: WebSocket): Attachment | null {
+  const att = ws.deserializeAttachment() as Attachment | null;
+  return att && Array.isArray(att.follows) ? att : null;
+}
+
+/** Sends one frame; a socket that closed meanwhile just misses it (its client resends the id to catch up). */
+function send(ws: WebSocket, frame: SocketServerFrame): void {
+  try {
+    ws.send(JSON.stringify(frame));
+  } catch {
+    // closed
+  }
+}
+
+function archiveFailed(): GatewayError {
+  return new GatewayError("internal.error", "could not archive the current session, so nothing was changed; try again", { status: 503 });
+}
