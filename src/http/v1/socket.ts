@@ -19,6 +19,7 @@ import { requireScope } from "../middleware/auth";
 import { idempotencyObjectName } from "../middleware/idempotency-key";
 import { openStreamLease } from "../middleware/open-streams";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { providerReady } from "../turns";
 import { SOCKET_PROTOCOL, SocketMessageFrame, SocketServerFrame } from "./socket-frames";
 
 /** The subprotocol prefix that carries a browser's token, base64url-encoded (a subprotocol cannot hold `/` or `=`). */
@@ -83,6 +84,7 @@ export function socketRoutes(): OpenAPIHono<AppEnv> {
         headers: { Upgrade: "websocket" },
       });
     const protocol = selectedProtocol(c.req.header("Sec-WebSocket-Protocol"));
+    await providerReady(c); // S1 §1.6: a strict gateway opens no conversation before its default model validates
     const lease = await openStreamLease(c); // 429 at the caller's cap, before any socket exists
     try {
       const grant: SocketGrant = {
