@@ -208,3 +208,68 @@ describe("ISSUE23 external channels stay final-only", () => {
     expect((await posts()).map((p) => p.body.text)).toEqual([answer]);
   });
 });
+
+describe("ISSUE23 the OpenAI route validates only the new message", () => {
+  const post = (app: App, messages: unknown[]) =>
+    app.request(
+      "https://gateway.test/v1/chat/completions",
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "agent:main", messages }),
+      },
+      env,
+    );
+
+  it("ISSUE23 a resent history with malformed old messages (unknown role, image part, long name, bad content) is not re-validated", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "fine" }]);
+    const res = await post(appFor(runConfig(host)), [
+      { role: "robot", content: 5 },
+      { role: "user", content: [{ type: "image_url", image_url: { url: "https://x.test/a.png" } }] },
+      { role: "system", content: { not: "text" } },
+      { role: "assistant", content: "earlier answer", name: "n".repeat(300) },
+      { role: "user", content: "hello" },
+    ]);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe("fine");
+  });
+
+  it("ISSUE23 the same faults in this turn's messages are refused as before, naming the message", async () => {
+    const app = appFor(runConfig(uniqueHost("script")));
+    const cases: [unknown[], string][] = [
+      [
+        [{ role: "robot", content: "x" }],
+        'messages[0].role: Invalid option: expected one of "system"|"developer"|"user"|"assistant"|"tool"|"function"',
+      ],
+      [
+        [
+          { role: "assistant", content: "y" },
+          { role: "user", content: [{ type: "text", text: "a" }, { type: "image_url" }] },
+        ],
+        'messages[1].content[1]: only text content is accepted (got "image_url")',
+      ],
+      [
+        [
+          { role: "assistant", content: "y" },
+          { role: "system", content: 7 },
+          { role: "user", content: "x" },
+        ],
+        "messages[1].content: Invalid input",
+      ],
+      [[{ role: "user", content: "x", name: "n".repeat(300) }], "messages[0].name: Too big: expected string to have <=256 characters"],
+      [
+        [
+          { role: "user", content: "x" },
+          { role: "assistant", content: "y" },
+        ],
+        'messages[1]: the last message must be the user\'s new message (role "user")',
+      ],
+    ];
+    for (const [messages, message] of cases) {
+      const res = await post(app, messages);
+      expect(res.status, message).toBe(400);
+      expect(await res.json(), message).toEqual({ error: { message, type: "invalid_request_error", code: "invalid.request" } });
+    }
+  });
+});

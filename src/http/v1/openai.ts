@@ -17,7 +17,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { ERROR_CODES, type ErrorCode, GatewayError } from "../../errors";
-import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
+import { ChatCompletionRequest, ChatMessage, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
 import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../../openai/wire";
 import { apiCallerKey } from "../../runs/caller";
 import { followRelease, type ReleasedSlice, streamTail } from "../../runs/stream-release";
@@ -167,6 +167,8 @@ async function awaitOutcome(
 /** The OpenAI-compatible routes (api scope). */
 export function openAiRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
+  // Requests reference it for each message (only this turn's are validated with it: src/openai/request.ts).
+  app.openAPIRegistry.register("OpenAIChatMessage", ChatMessage);
 
   app.openapi(getModels, (c) => c.json(modelList(modelNames(c.get("config")).map((m) => m.id)), 200));
 
