@@ -3,8 +3,8 @@
  * streams, released to an API caller only once it has been checked, a bounded number of words behind the model.
  *
  * The rule (docs/security.md "Streamed answers"): the last `HOLDBACK_WORDS` words (and at least
- * `HOLDBACK_LETTERS` letters) are always held; text before them is released in steps of at least `STEP_WORDS`
- * words, each step only after `checkOutput` passed over a sliding window that reaches from well before the
+ * `HOLDBACK_LETTERS` letters) are always held; text before them is released as soon as a first word clears them,
+ * then in steps of at least `STEP_WORDS` words, each step only after `checkOutput` passed over a sliding window that reaches from well before the
  * previous release (`SHINGLE_WINDOW_WORDS` words and `LETTER_WINDOW` letters, the guard's own density windows)
  * to the newest character. A leak the whole-answer guard detects within the held words is thus detected
  * before any of it is released; once a window trips, nothing more is ever released. Also held: a possible
@@ -130,7 +130,8 @@ export class StreamGuard {
     if (marker >= 0 && marker < cut) cut = marker;
     cut = Math.min(cut, this.#growingHexRun(cut));
     const fresh = words.filter((w) => w.start >= this.#cut && w.end <= cut).length;
-    return cut > this.#cut && fresh >= STEP_WORDS ? cut : null;
+    // The first release goes as soon as one word clears the held ones (time to first token); later ones per step.
+    return cut > this.#cut && fresh >= (this.#cut === 0 ? 1 : STEP_WORDS) ? cut : null;
   }
 
   /** The start of a hex run that reaches past `cut` (it may go on growing), else `cut`. */

@@ -43,7 +43,7 @@ function stream(text: string | string[], visible = plain): { guard: StreamGuard;
 const benignWords = (n: number) => Array.from({ length: n }, (_, i) => `river${String.fromCharCode(97 + (i % 26))}${i}`);
 
 describe("ISSUE23 the incremental output guard", () => {
-  it("ISSUE23 window bound: released text is exactly floor((N-16)/8)*8 words after N words, never more than 24 behind nor ahead of the check", () => {
+  it("ISSUE23 window bound: after N words exactly 1 + floor((N-17)/8)*8 are released (N >= 17), never more than 24 behind nor ahead of the check", () => {
     const words = benignWords(100);
     const guard = new StreamGuard(plain);
     let released = "";
@@ -51,11 +51,11 @@ describe("ISSUE23 the incremental output guard", () => {
       const step = guard.push(`${words[n - 1]} `);
       if (step && "release" in step) released += step.release;
       const p = guard.progress();
-      const expected = n >= HOLDBACK_WORDS + STEP_WORDS ? Math.floor((n - HOLDBACK_WORDS) / STEP_WORDS) * STEP_WORDS : 0;
+      const expected = n > HOLDBACK_WORDS ? 1 + Math.floor((n - HOLDBACK_WORDS - 1) / STEP_WORDS) * STEP_WORDS : 0;
       expect(p.releasedWords).toBe(expected);
       expect(released).toBe(expected === 0 ? "" : `${words.slice(0, expected).join(" ")} `);
       // Never more than MAX_LAG_WORDS behind once anything can be released, never less than HOLDBACK_WORDS.
-      if (n >= HOLDBACK_WORDS + STEP_WORDS) expect(n - p.releasedWords).toBeLessThanOrEqual(MAX_LAG_WORDS);
+      if (n > HOLDBACK_WORDS) expect(n - p.releasedWords).toBeLessThanOrEqual(MAX_LAG_WORDS);
       expect(n - p.releasedWords).toBeGreaterThanOrEqual(Math.min(n, HOLDBACK_WORDS));
       // Never ahead of the check: everything released was inside a window that passed the guard.
       expect(p.cut).toBeLessThanOrEqual(p.checkedTo);
