@@ -39,7 +39,7 @@ export interface LogEvents {
     total_tokens_est: number;
   };
   /** The disclosure guard refused a request (input) or blocked a reply (output); rule names only. */
-  "prompt.disclosure_refused": { request_id: string; stage: "input" | "output" | "tool_args"; signals: string[]; tool?: string };
+  "prompt.disclosure_refused": { request_id: string; stage: "input" | "output" | "tool_args" | "stream"; signals: string[]; tool?: string };
   /** A secret the gateway needs is malformed and was ignored (fail-closed). */
   "auth.config_rejected": { variable: string; problem: string };
   /** One model call of a run (S1 §4.1): provider/model, token estimate and usage, latency, the stack hash. */

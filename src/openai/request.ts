@@ -3,7 +3,9 @@
  * gateway: which agent (`model`), which conversation (`user`), and the one new input — the last user message,
  * since the gateway's own transcript is authoritative and the client's copy of the history is not trusted.
  *
- * Pure: no I/O. Everything a client may not do is refused here with a GatewayError naming the field:
+ * Only this turn's messages (those after the last assistant message) are validated — the resent history is read
+ * for nothing but where the last assistant message is (issue 23: a long conversation is not re-validated on
+ * every turn). Pure: no I/O. Everything a client may not do is refused here with a GatewayError naming the field:
  * client-defined tools (the agent's tools are the gateway's), non-text content, several choices, JSON modes,
  * and — when the config says so — system messages. System text otherwise becomes labelled user content (L6);
  * it never reaches a hidden layer.
@@ -11,6 +13,7 @@
 import { z } from "@hono/zod-openapi";
 import type { GatewayConfig } from "../config/schema";
 import { GatewayError } from "../errors";
+import { invalidRequestFromZod } from "../http/router";
 import { KEY_PART } from "../sessions/keys";
 
 /** The longest new input accepted (as `POST /v1/chat/messages`). */
@@ -29,6 +32,13 @@ export const ChatMessage = z
     name: z.string().max(256).optional(),
   })
   .openapi("OpenAIChatMessage");
+
+/**
+ * A message as the request schema checks it: an object, nothing more (readChatRequest validates this turn's
+ * messages with `ChatMessage`; older ones are never read). The documentation shows `ChatMessage`.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: zod-openapi's metadata type has no `$ref`, which it nonetheless emits
+const ResentMessage = z.looseObject({}).openapi({ $ref: "#/components/schemas/OpenAIChatMessage" } as any);
 
 /** Sampling and bookkeeping parameters a client may send; the agent's configuration decides, so they are ignored. */
 export const IGNORED_PARAMETERS = [
@@ -62,7 +72,7 @@ const ignored = Object.fromEntries(IGNORED_PARAMETERS.map((k) => [k, z.unknown()
 export const ChatCompletionRequest = z
   .strictObject({
     model: z.string().min(1).max(128),
-    messages: z.array(ChatMessage).min(1).max(10_000),
+    messages: z.array(ResentMessage).min(1).max(10_000),
     user: z.string().max(256).optional(),
     stream: z.boolean().optional(),
     stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
@@ -165,22 +175,25 @@ export function readChatRequest(body: ChatCompletionRequest, config: GatewayConf
 
   const messages = body.messages;
   const lastIndex = messages.length - 1;
-  const last = messages[lastIndex] as z.infer<typeof ChatMessage>;
+  // This turn's messages: after the last assistant message (the resent history before it is not read).
+  let lastAssistant = -1;
+  for (let i = lastIndex; i >= 0; i--) {
+    if ((messages[i] as { role?: unknown }).role === "assistant") {
+      lastAssistant = i;
+      break;
+    }
+  }
+  const turn = new Map<number, z.infer<typeof ChatMessage>>();
+  for (let i = Math.min(lastAssistant + 1, lastIndex); i <= lastIndex; i++) turn.set(i, newMessage(body, i));
+  const last = turn.get(lastIndex) as z.infer<typeof ChatMessage>;
   if (last.role !== "user") throw invalid(`messages[${lastIndex}]: the last message must be the user's new message (role "user")`);
   const text = textOf(last.content, `messages[${lastIndex}]`);
   if (text.trim() === "") throw invalid(`messages[${lastIndex}].content: the user message is empty`);
 
   // System text sent with this turn (after the last assistant message): the client's, so user content or refused.
-  let lastAssistant = -1;
-  for (let i = lastIndex; i >= 0; i--) {
-    if ((messages[i] as z.infer<typeof ChatMessage>).role === "assistant") {
-      lastAssistant = i;
-      break;
-    }
-  }
   const system: string[] = [];
   for (let i = lastAssistant + 1; i < lastIndex; i++) {
-    const m = messages[i] as z.infer<typeof ChatMessage>;
+    const m = turn.get(i) as z.infer<typeof ChatMessage>;
     if (m.role !== "system" && m.role !== "developer") continue;
     if (config.openai.systemMessages === "refuse")
       throw invalid(
@@ -200,6 +213,14 @@ export function readChatRequest(body: ChatCompletionRequest, config: GatewayConf
     stream: body.stream === true,
     includeUsage: body.stream === true && body.stream_options?.include_usage === true,
   };
+}
+
+/** Message `i`, validated as `ChatMessage`; a fault is refused as the request schema would (`messages[i].…`). */
+function newMessage(body: ChatCompletionRequest, i: number): z.infer<typeof ChatMessage> {
+  const parsed = ChatMessage.safeParse(body.messages[i]);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", i, ...issue.path] }));
+  throw invalidRequestFromZod(new z.ZodError(issues), "json", body);
 }
 
 /** The label system text carries into the user input (openai.systemMessages = as_user). */

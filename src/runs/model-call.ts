@@ -17,6 +17,7 @@ import { recordModelFailure, recordStream } from "./round-commits";
 import type { RoundPrompt } from "./round-prompt";
 import type { RunSpec } from "./spec";
 import type { RunRow } from "./store";
+import { streamRelease } from "./stream-release";
 import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
 
 /** Tokens held against the daily budgets until the call settles; null when the agent sets no budget. */
@@ -90,7 +91,13 @@ export async function callModel(
   };
   let result: ChatResult;
   try {
-    result = await request(ctx, spec, rp.messages, rp.policy === "native" ? rp.offered : [], signal, run.id);
+    // Issue 23: each streamed piece goes to the guarded release (a no-op unless an API caller streams the run).
+    const onDelta = streamRelease(
+      ctx,
+      run.id,
+      rp.prompt.system.filter((s) => s.id === "inline").map((s) => s.content),
+    );
+    result = await request(ctx, spec, rp.messages, rp.policy === "native" ? rp.offered : [], signal, run.id, onDelta);
   } catch (err) {
     if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, 0).catch(() => {});
     if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
@@ -129,6 +136,7 @@ async function request(
   offered: ToolDefinition[],
   signal: AbortSignal,
   runId: string,
+  onDelta: (piece: string) => void,
 ): Promise<ChatResult> {
   const apiKey = resolveBoundProviderKey(ctx.host.env, spec.model.providerId, spec.model, spec.secretOrigins);
   const toolSpecs: ToolSpec[] = offered.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
@@ -137,8 +145,10 @@ async function request(
   if (!spec.model.supportsStreaming) return chat(req, options);
   let chunks = 0;
   for await (const event of streamChat(req, signal, options)) {
-    if (event.type === "delta") chunks++;
-    else {
+    if (event.type === "delta") {
+      chunks++;
+      onDelta(event.content);
+    } else {
       recordStream(ctx.host.sql, runId, chunks);
       return event.result;
     }

@@ -20,6 +20,7 @@ import { type ApprovalRow, getApproval } from "../runs/approvals";
 import { RunEngine } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
 import type { RunStatus } from "../runs/store";
+import { awaitRelease, type ReleasedSlice } from "../runs/stream-release";
 import type { RunView } from "../runs/view";
 import { migrate } from "../storage/sql";
 import type { SessionType } from "../tools/registry";
@@ -218,6 +219,14 @@ export class SessionDO extends DurableObject<Env> {
   /** Waits (at most `waitMs`, capped at 60 s) for a run to end — or, with `untilPaused`, to pause for approval. */
   async awaitRun(runId: string, waitMs: number, opts: { untilPaused?: boolean } = {}): Promise<AwaitedRun | null> {
     return awaitRun(this.#cx.sql, this.#waiters, runId, waitMs, opts);
+  }
+
+  /** Issue 23: a streaming caller's long poll — text released past `after`, and the run (see runs/stream-release.ts). */
+  async releasedText(runId: string, after: number, waitMs: number): Promise<ReleasedSlice<AwaitedRun>> {
+    const [sql, waiters] = [this.#cx.sql, this.#waiters];
+    const run = () => awaitRun(sql, waiters, runId, 0, { untilPaused: true });
+    const wake = () => waiters.wake(runId);
+    return awaitRelease(runId, after, waitMs, { wake, next: (ms) => waiters.next(runId, ms), run, settled: (r) => r.finished || r.paused });
   }
 
   /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */

@@ -32,6 +32,9 @@ export interface ScriptStep {
   /** An HTTP error status instead of a reply. */
   status?: number;
   delay_ms?: number;
+  /** Streamed: the content in these pieces (instead of 3 characters each), each after `chunk_delay_ms` (issue 23). */
+  chunks?: string[];
+  chunk_delay_ms?: number;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 }
 const scripts = new Map<string, ScriptStep[]>();
@@ -43,6 +46,7 @@ function completion(
   content: string | null,
   toolCalls: ScriptStep["tool_calls"],
   usage: ScriptStep["usage"],
+  pacing: Pick<ScriptStep, "chunks" | "chunk_delay_ms"> = {},
 ) {
   const calls = toolCalls?.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } }));
   const finish = calls?.length ? "tool_calls" : "stop";
@@ -50,12 +54,24 @@ function completion(
   if (stream) {
     const chunk = (delta: object, finishReason: string | null = null) =>
       `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
-    let out = chunk({ role: "assistant" });
-    for (const piece of (content ?? "").match(/.{1,3}/gs) ?? []) out += chunk({ content: piece });
+    const parts = [chunk({ role: "assistant" })];
+    for (const piece of pacing.chunks ?? (content ?? "").match(/.{1,3}/gs) ?? []) parts.push(chunk({ content: piece }));
+    let out = "";
     if (calls?.length) out += chunk({ tool_calls: calls.map((t, index) => ({ index, ...t })) });
     out += chunk({}, finish);
     out += `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [], usage: u })}\n\n`;
-    return new Response(`${out}data: [DONE]\n\n`, { headers: { "content-type": "text/event-stream" } });
+    parts.push(`${out}data: [DONE]\n\n`);
+    if (!pacing.chunk_delay_ms) return new Response(parts.join(""), { headers: { "content-type": "text/event-stream" } });
+    const encoder = new TextEncoder();
+    const paced = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const next = parts.shift();
+        if (next === undefined) return controller.close();
+        await new Promise((r) => setTimeout(r, pacing.chunk_delay_ms));
+        controller.enqueue(encoder.encode(next));
+      },
+    });
+    return new Response(paced, { headers: { "content-type": "text/event-stream" } });
   }
   return json({
     id: "chatcmpl-mock",
@@ -77,7 +93,7 @@ async function scriptedAnswer(host: string, request: Request, url: URL): Promise
   if (!step) return json({ error: { message: "script exhausted", type: "server_error" } }, 500);
   if (step.delay_ms) await new Promise((r) => setTimeout(r, step.delay_ms));
   if (step.status) return json({ error: { message: `scripted ${step.status}`, type: "scripted" } }, step.status);
-  return completion(body.model, body.stream === true, step.content ?? null, step.tool_calls, step.usage);
+  return completion(body.model, body.stream === true, step.content ?? null, step.tool_calls, step.usage, step);
 }
 
 /** Models the `ok` scenario's provider lists. */

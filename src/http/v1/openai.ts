@@ -6,8 +6,10 @@
  * (session `agent:<id>:openai:<caller>:dm:<user>`), and without it each request is an isolated run.
  *
  * Answers are OpenAI's shapes: `chat.completion`, or with `stream: true` `chat.completion.chunk` events ending in
- * `data: [DONE]`. The content arrives whole when the run ends: the channel policy of API clients is final-only
- * (src/prompts/channels.ts), and the output disclosure guard reads the complete answer before any of it leaves.
+ * `data: [DONE]`. Streamed, the content arrives as the incremental output guard releases it (issue 23, D-054:
+ * checked over a sliding window, a bounded number of words behind the model; src/runs/stream-release.ts), and
+ * its last words from the final answer once the run has committed it; a window that trips the guard ends the
+ * stream with the refusal. External channels stay final-only (S1 §2.4).
  * A run that stops for a human approval, or outlasts `openai.waitSeconds`, is answered at once with its run id.
  * Errors on these paths are OpenAI's `{"error":{"message","type","code"}}` (the app's error funnel, src/http/app.ts).
  */
@@ -15,9 +17,10 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { ERROR_CODES, type ErrorCode, GatewayError } from "../../errors";
-import { ChatCompletionRequest, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
+import { ChatCompletionRequest, ChatMessage, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
 import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../../openai/wire";
 import { apiCallerKey } from "../../runs/caller";
+import { followRelease, type ReleasedSlice, streamTail } from "../../runs/stream-release";
 import { submitTurn } from "../../runs/submit";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { requireScope } from "../middleware/auth";
@@ -86,6 +89,7 @@ const getModels = createRoute({
 });
 
 type Done = NonNullable<Awaited<ReturnType<SessionDO["awaitRun"]>>>;
+const NO_USAGE: Done["usage"] = { prompt_tokens: 0, completion_tokens: 0 };
 
 /** The outcome of a turn as the client sees it: an answer (content), or an error. */
 type Outcome = { content: string; usage: Done["usage"] } | { error: GatewayError };
@@ -164,6 +168,8 @@ async function awaitOutcome(
 /** The OpenAI-compatible routes (api scope). */
 export function openAiRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
+  // Requests reference it for each message (only this turn's are validated with it: src/openai/request.ts).
+  app.openAPIRegistry.register("OpenAIChatMessage", ChatMessage);
 
   app.openapi(getModels, (c) => c.json(modelList(modelNames(c.get("config")).map((m) => m.id)), 200));
 
@@ -205,20 +211,25 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
         });
         try {
           await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
-          let first = true;
-          const final = await awaitOutcome(session, runId, done as Done | null, deadline, HEARTBEAT_MS, async () => {
-            if (!first && !closed) await stream.write(": still working\n\n");
-            first = false;
-            return lease.renew();
+          // Issue 23: the answer's text as the incremental output guard releases it (src/runs/stream-release.ts).
+          const poll = (after: number, ms: number) => session.releasedText(runId, after, ms) as Promise<ReleasedSlice<Done>>;
+          const r = await followRelease(poll, done as Done | null, deadline, HEARTBEAT_MS, {
+            write: (text) => stream.writeSSE({ data: JSON.stringify(chunks.content(ids, text)) }),
+            heartbeat: async () => {
+              if (!closed) await stream.write(": still working\n\n");
+            },
+            keep: async () => !closed && (await lease.renew()) !== false,
           });
           if (closed) return;
-          const outcome = outcomeOf(final, runId, waitSeconds);
+          const outcome: Outcome = r.blocked ? { content: "", usage: r.run?.usage ?? NO_USAGE } : outcomeOf(r.run, runId, waitSeconds);
           if ("error" in outcome) {
             // OpenAI's clients read an `error` object in a stream as a failed request.
             await stream.writeSSE({ data: JSON.stringify(openAiError(outcome.error)) });
             return;
           }
-          if (outcome.content !== "") await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, outcome.content)) });
+          // The held words come from the final answer, released after the run's last commit (or the refusal).
+          const tail = streamTail(r.released, r.roundStart, r.blocked, outcome.content);
+          if (tail !== "") await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, tail)) });
           await stream.writeSSE({ data: JSON.stringify(chunks.finish(ids)) });
           if (turn.includeUsage) await stream.writeSSE({ data: JSON.stringify(chunks.usage(ids, usageOf(outcome.usage))) });
           await stream.writeSSE({ data: "[DONE]" });

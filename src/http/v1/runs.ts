@@ -14,8 +14,10 @@ import { streamSSE } from "hono/streaming";
 import { GatewayError } from "../../errors";
 import { apiCallerKey } from "../../runs/caller";
 import { eventForApiCaller } from "../../runs/events";
+import { type ReleasedSlice, streamTail } from "../../runs/stream-release";
 import { submitTurn } from "../../runs/submit";
 import { AGENT_ID } from "../../sessions/keys";
+import type { AwaitedRun } from "../../sessions/run-queries";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
@@ -95,13 +97,19 @@ const eventsRoute = createRoute({
   description:
     "Each event is one SSE message: `id` = seq, `event` = event_type, `data` = the event JSON. Starts after `Last-Event-ID` " +
     "(or `?after=`), so a client resumes where it stopped; follows the run until its terminal event unless `follow=false`. " +
-    "Counts toward the caller's open event streams (`limits.maxOpenStreamsPerCaller`): past it, 429 `rate.limited`.",
+    "Counts toward the caller's open event streams (`limits.maxOpenStreamsPerCaller`): past it, 429 `rate.limited`. " +
+    "With `deltas=true` the stream also carries `run.delta` messages (no `id`; data `{run_id, offset, text}`): the answer's " +
+    "text as the output guard releases it, a bounded number of words behind the model, then its last words before the " +
+    "terminal event; ephemeral (never stored: the run's output is the one final answer). A stream the guard stops ends its " +
+    "deltas with the refusal.",
   middleware: [requireScope("api")] as const,
   request: {
     params: RunIdParam,
     query: z.object({
       after: z.coerce.number().int().min(0).optional(),
       follow: z.enum(["true", "false"]).default("true"),
+      /** Issue 23: also the answer's text as the output guard releases it (`run.delta`, ephemeral, no `id`). */
+      deltas: z.enum(["true", "false"]).default("false"),
     }),
   },
   responses: {
@@ -126,6 +134,56 @@ function preferWait(header: string | undefined): number | null {
 
 /** RPC results whose payloads are JSON objects lose their types over the stub; these name them again. */
 type EventsPage = Awaited<ReturnType<SessionDO["runEvents"]>>;
+
+/**
+ * The `run.delta` side of an events stream (issue 23): polls the text the output guard released, writes it with
+ * its offset (a reconnecting client drops what it has), and before `run.completed` the answer's held last words.
+ */
+class DeltaWriter {
+  #released = "";
+  #roundStart = 0;
+  #blocked = false;
+  #ended = false;
+  readonly stub: DurableObjectStub<SessionDO>;
+  readonly runId: string;
+  readonly write: (m: { event: string; data: string }) => Promise<void>;
+
+  constructor(stub: DurableObjectStub<SessionDO>, runId: string, write: (m: { event: string; data: string }) => Promise<void>) {
+    this.stub = stub;
+    this.runId = runId;
+    this.write = write;
+  }
+
+  /** Waits up to `ms` for released text and writes it; true once the run has ended or paused (or the deltas ended). */
+  async poll(ms: number): Promise<boolean> {
+    if (this.#ended) return true;
+    const slice = (await this.stub.releasedText(this.runId, this.#released.length, ms)) as ReleasedSlice<AwaitedRun>;
+    this.#roundStart = slice.roundStart;
+    await this.#send(slice.text);
+    if (slice.blocked && !this.#blocked) {
+      this.#blocked = true;
+      this.#ended = true;
+      await this.#send(streamTail(this.#released, this.#roundStart, true, ""));
+    }
+    return this.#ended || slice.run === null || slice.run.finished || slice.run.paused;
+  }
+
+  /** Before `run.completed`: the rest of the answer (or the refusal), from the final output. */
+  async finish(): Promise<void> {
+    if (this.#ended) return;
+    const slice = (await this.stub.releasedText(this.runId, this.#released.length, 0)) as ReleasedSlice<AwaitedRun>;
+    await this.#send(slice.text);
+    this.#ended = true;
+    await this.#send(streamTail(this.#released, slice.roundStart, slice.blocked, slice.run?.view.output ?? ""));
+  }
+
+  async #send(text: string): Promise<void> {
+    if (text === "") return;
+    const offset = this.#released.length;
+    this.#released += text;
+    await this.write({ event: "run.delta", data: JSON.stringify({ run_id: this.runId, offset, text }) });
+  }
+}
 
 /** API callers reach only the runs they queued; admins reach every run. */
 function callerOf(c: Context<AppEnv>): string | null {
@@ -216,13 +274,17 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
         closed = true;
         releaseInBackground(c, lease);
       });
+      const text = q.deltas === "true" ? new DeltaWriter(stub, run_id, (d) => stream.writeSSE(d)) : null;
       try {
         while (!closed && (await lease.renew())) {
+          // With deltas, the wait is on released text (which also wakes at every event); then the events, at once.
+          const settled = text ? await text.poll(follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0) : true;
           // Long poll: the object answers at once when events are there, else when the next one is written.
-          const wait = follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
+          const wait = follow && settled ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
           const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
           if (!page) break;
           for (const e of page.events) {
+            if (e.event_type === "run.completed") await text?.finish();
             // Filtered on the way out, not in storage: admins, audit and bundles keep the prompt hashes.
             await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(eventForApiCaller(e)) });
             after = e.seq;

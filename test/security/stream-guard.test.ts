@@ -1,0 +1,146 @@
+/**
+ * Issue 23 "Streaming that stays guarded", the incremental output guard (src/prompts/stream-guard.ts): released
+ * text is checked before it leaves and held a bounded number of words behind the model; hidden-layer text —
+ * verbatim, cut into pieces at any chunk boundary, or in each of issue 20's disguises — is never released.
+ */
+import { describe, expect, it } from "vitest";
+import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
+import { checkOutput, measureOverlap } from "../../src/prompts/output-guard";
+import { HOLDBACK_WORDS, MAX_LAG_WORDS, STEP_WORDS, StreamGuard } from "../../src/prompts/stream-guard";
+import { streamTail } from "../../src/runs/stream-release";
+import { redactText } from "../../src/security/redact";
+import { baseWithoutCanary, DISGUISES } from "../support/leaks";
+import { mulberry32 } from "../support/prng";
+
+const plain = (raw: string) => raw;
+
+/** `text` in pieces of 1..`max` characters (deterministic), so pieces cut words and base64 anywhere. */
+function pieces(text: string, seed: number, max = 9): string[] {
+  const rand = mulberry32(seed);
+  const out: string[] = [];
+  for (let i = 0; i < text.length; ) {
+    const n = 1 + Math.floor(rand() * max);
+    out.push(text.slice(i, i + n));
+    i += n;
+  }
+  return out;
+}
+
+/** Pushes every piece; returns the guard and everything it released, in order. */
+function stream(text: string | string[], visible = plain): { guard: StreamGuard; released: string[]; blockedAt: number | null } {
+  const guard = new StreamGuard(visible);
+  const released: string[] = [];
+  let blockedAt: number | null = null;
+  (typeof text === "string" ? [text] : text).forEach((piece, i) => {
+    const step = guard.push(piece);
+    if (step && "release" in step) released.push(step.release);
+    if (step && "blocked" in step && blockedAt === null) blockedAt = i;
+  });
+  return { guard, released, blockedAt };
+}
+
+/** A benign answer of `n` distinct five-letter-ish words. */
+const benignWords = (n: number) => Array.from({ length: n }, (_, i) => `river${String.fromCharCode(97 + (i % 26))}${i}`);
+
+describe("ISSUE23 the incremental output guard", () => {
+  it("ISSUE23 window bound: after N words exactly 1 + floor((N-17)/8)*8 are released (N >= 17), never more than 24 behind nor ahead of the check", () => {
+    const words = benignWords(100);
+    const guard = new StreamGuard(plain);
+    let released = "";
+    for (let n = 1; n <= words.length; n++) {
+      const step = guard.push(`${words[n - 1]} `);
+      if (step && "release" in step) released += step.release;
+      const p = guard.progress();
+      const expected = n > HOLDBACK_WORDS ? 1 + Math.floor((n - HOLDBACK_WORDS - 1) / STEP_WORDS) * STEP_WORDS : 0;
+      expect(p.releasedWords).toBe(expected);
+      expect(released).toBe(expected === 0 ? "" : `${words.slice(0, expected).join(" ")} `);
+      // Never more than MAX_LAG_WORDS behind once anything can be released, never less than HOLDBACK_WORDS.
+      if (n > HOLDBACK_WORDS) expect(n - p.releasedWords).toBeLessThanOrEqual(MAX_LAG_WORDS);
+      expect(n - p.releasedWords).toBeGreaterThanOrEqual(Math.min(n, HOLDBACK_WORDS));
+      // Never ahead of the check: everything released was inside a window that passed the guard.
+      expect(p.cut).toBeLessThanOrEqual(p.checkedTo);
+    }
+    expect(MAX_LAG_WORDS).toBe(24);
+    expect(guard.released).toBe(released);
+  });
+
+  it("ISSUE23 pieces concatenate to the model's text: a benign answer cut anywhere releases a prefix, and the tail completes it", () => {
+    const answer = `${benignWords(60).join(" ")}.`;
+    const { guard, released } = stream(pieces(answer, 7));
+    expect(released.length).toBeGreaterThanOrEqual(4);
+    const out = released.join("");
+    expect(answer.startsWith(out)).toBe(true);
+    expect(out + streamTail(out, 0, false, answer)).toBe(answer);
+    expect(guard.blocked).toBe(false);
+  });
+
+  it("ISSUE23 the base prompt verbatim, in pieces across chunk boundaries: blocked, nothing of it released", () => {
+    const hidden = baseWithoutCanary();
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const { guard, released, blockedAt } = stream(pieces(hidden, seed));
+      expect(released).toEqual([]);
+      expect(guard.blocked).toBe(true);
+      expect(blockedAt).not.toBeNull();
+      expect(streamTail("", 0, true, "anything")).toBe(disclosureRefusalMessage());
+    }
+  });
+
+  it("ISSUE23 after a benign preamble: only preamble text is released before the stream ends with the refusal", () => {
+    const preamble = `${benignWords(40).join(" ")}. Now, word for word, what I was told:\n`;
+    const { guard, released } = stream(pieces(preamble + baseWithoutCanary(), 11));
+    const out = released.join("");
+    expect(guard.blocked).toBe(true);
+    expect(out).toBe(`${benignWords(40).join(" ")}. Now, `);
+    expect(preamble.startsWith(out)).toBe(true);
+    expect(out + streamTail(out, 0, true, "")).toBe(`${out}\n\n${disclosureRefusalMessage()}`);
+  });
+
+  it("ISSUE23 every issue-20 disguise of the base prompt (base64, hex, reversed, homoglyphs ...), streamed in pieces: nothing hidden released", () => {
+    const hidden = baseWithoutCanary();
+    const seen: Record<string, { blocked: boolean; released: number }> = {};
+    for (const [name, disguise] of Object.entries(DISGUISES)) {
+      const text = disguise(hidden);
+      expect(checkOutput(text).blocked, name).toBe(true);
+      const { guard, released } = stream(pieces(text, name.length));
+      const out = released.join("");
+      // What was released is the model's own lead-in at most: a prefix sharing nothing with the hidden layers.
+      expect(text.startsWith(out), name).toBe(true);
+      const overlap = measureOverlap(out);
+      expect({ name, shingles: overlap.shingles, grams: overlap.grams, canary: overlap.canary }).toEqual({
+        name,
+        shingles: 0,
+        grams: 0,
+        canary: false,
+      });
+      seen[name] = { blocked: guard.blocked, released: out.length };
+    }
+    // Every one trips mid-stream, before a character of it is released.
+    expect(seen).toEqual(Object.fromEntries(Object.keys(DISGUISES).map((name) => [name, { blocked: true, released: 0 }])));
+  });
+
+  it("ISSUE23 base64 of the base prompt after a sentence: the whole run is held while it grows, then the guard trips", () => {
+    const encoded = btoa(String.fromCharCode(...new TextEncoder().encode(baseWithoutCanary())));
+    const lead = `${benignWords(30).join(" ")}. Here is the encoded text you asked for, in one block: `;
+    const { guard, released } = stream(pieces(`${lead}${encoded} and that is all.`, 3, 12));
+    expect(guard.blocked).toBe(true);
+    const out = released.join("");
+    expect(out).toBe(`${benignWords(25).join(" ")} `);
+    expect(lead.startsWith(out)).toBe(true);
+  });
+
+  it("ISSUE23 a NOTES or tool-call block is never streamed: text from <<< on is held for the final answer", () => {
+    const text = `${benignWords(40).join(" ")} <<<NOTES_JSON>>> {"set_goals": ["${benignWords(30).join(" ")}"]} <<<END_NOTES_JSON>>>`;
+    const out = stream(pieces(text, 5)).released.join("");
+    expect(out).toBe(`${benignWords(40).join(" ")} `.slice(0, out.length));
+    expect(out.includes("<<<")).toBe(false);
+  });
+
+  it("ISSUE23 released text is redacted as the stored answer is; a credential whose redaction spans the cut waits", () => {
+    const secret = "sk-test-moonshot-key-0123456789abcdef";
+    const visible = (raw: string) => redactText(raw, [secret]);
+    const text = `${benignWords(30).join(" ")} the key is Bearer ${secret} ok ${benignWords(30).join(" ")}`;
+    const out = stream(pieces(text, 9), visible).released.join("");
+    expect(out.includes("0123456789abcdef")).toBe(false);
+    expect(redactText(text, [secret]).startsWith(out)).toBe(true);
+  });
+});
