@@ -312,7 +312,7 @@ describe("verify: copies evidence files from a workspace folder into the run bun
       invalid("the files in three/ total 20.0 MiB; at most 20 MiB may be copied"),
     );
     expect(await auditKeys(`agents/${a}/runs/run_big/evidence/call_over/`)).toEqual([]);
-  });
+  }, 30_000); // writes 25 MiB to local R2: about 1 s on a quiet machine, over 5 s on a loaded one
 
   it("a call whose signal fired answers timeout", async () => {
     const a = agent("verify");
