@@ -7,7 +7,7 @@
  * workerd (the app, the SessionDOs, local R2 and D1, the model mocked at the network boundary) under the counting
  * wrapper of test/support/counters.ts, and prints them on one line (`ISSUE23_COUNTS {...}`). Nothing in src/ counts:
  * the wrapper sits on the bindings' prototypes in the test isolate. Background shipping is included (the test
- * counts until nothing has moved for 3 s). The figures do not depend on the machine's load.
+ * counts until nothing has moved for 5 s). The figures do not depend on the machine's load.
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";

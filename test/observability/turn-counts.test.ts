@@ -2,7 +2,7 @@
  * Issue 23's counts, measured (D-056, docs/capacity.md): what a plain turn asks of the platform — R2 puts, D1
  * statements, alarm writes, SQLite commits — counted by test/support/counters.ts for real turns through the HTTP
  * surface (the app, every SessionDO, local R2 and D1; the model mocked at the network boundary), background
- * shipping included (counting runs until nothing has moved for a few seconds).
+ * shipping included (counting runs until nothing has moved for 5 s).
  *
  * The first test proves the instrument on known operations, with exact values. The second runs COUNT_TURNS plain
  * turns (vitest.config.ts binding; `npm run bench -- --only=counts` sets it) through `/v1/chat/completions` in 8
@@ -22,8 +22,12 @@ import { ADMIN, ALICE, type App, appFor, call } from "../support/runs";
 
 const TURNS = Math.max(8, Number((env as unknown as { COUNT_TURNS?: string }).COUNT_TURNS ?? "24") || 24);
 const CONVERSATIONS = 8;
-/** Longer than any background window (log segments flush at most every 2 s per isolate). */
-const QUIET_MS = 3_000;
+/**
+ * Counting ends once nothing has moved for this long: longer than any background window (log segments flush at
+ * most every 2 s per isolate; issue 23 ships index rows and audit segments within a couple of seconds). The checks
+ * after it (every turn indexed and audited) fail if shipping was still under way.
+ */
+const QUIET_MS = 5_000;
 
 let counter: Counter | null = null;
 afterEach(() => {
