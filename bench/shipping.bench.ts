@@ -3,24 +3,34 @@
  * events (`run.completed` in a segment) exist. 8 conversations send plain turns through `/v1/chat/completions`
  * back to back for a fixed window (as the turn bench's conversations do); one poller, every POLL_MS, reads the
  * D1 run index (`GET /api/admin/runs?status=completed`), another the day's audit log (`GET /api/admin/audit`),
- * each at most every POLL_MS, and each stamps a run with the time the answer that first holds it arrived.
- * Lag = that time − reply received: an upper bound, by at most one read (`read_ms_median` says how long a read
- * took; the audit read grows with the day's segments). The pollers' reads load the gateway a little.
+ * each at most every POLL_MS. A run first seen in an answer appeared after the previous read began and before
+ * that answer arrived: the lag (from the reply) is reported by both bounds, `by` (upper) and `after` (lower); they
+ * are one read plus POLL_MS apart (`read_ms_median`: the audit read grows with the day's segments, and is slow on
+ * a busy machine). The pollers' reads load the gateway a little.
  */
 
+import { join } from "node:path";
 import { latencySummary, median, round, sleep } from "./support/devserver";
+import { openLocalState } from "./support/local-state";
 import { type Prepared, prepare } from "./turn.bench";
 
 const TAG = "shipping bench";
 const CONCURRENCY = 8;
 const POLL_MS = 100;
+/** Reading wrangler dev's files costs the gateway nothing: poll them often, for tight bounds. */
+const LOCAL_POLL_MS = 25;
 /** How long after the last reply the poller waits for the stragglers before calling them lost. */
 const DRAIN_MS = 60_000;
 
+/** When a store was first seen holding the run: after `after` (the previous read began), by `by` (this read's answer). */
+interface Seen {
+  after: number;
+  by: number;
+}
 interface Turn {
-  repliedAt: number;
-  d1At?: number;
-  r2At?: number;
+  repliedAt: number; // performance.now()
+  d1?: Seen;
+  r2?: Seen;
 }
 
 export async function run(quick: boolean, prepared?: Promise<Prepared>) {
@@ -48,57 +58,69 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
     await Promise.all(Array.from({ length: CONCURRENCY }, (_, c) => turn(`ship-${c}`)));
 
     const today = () => new Date().toISOString().slice(0, 10);
-    /** Run ids the D1 index holds as completed, and run ids with a `run.completed` audit event in R2. */
-    const readD1 = async () =>
-      (
-        (await (await fetch(`${base}/api/admin/runs?status=completed&limit=100`, { headers: admin })).json()) as {
-          runs?: { run_id: string }[];
-        }
-      ).runs?.map((r) => r.run_id) ?? [];
-    const readR2 = async () =>
-      (await (await fetch(`${base}/api/admin/audit?agent_id=main&date=${today()}`, { headers: admin })).text())
+    const auditPrefix = `agents/main/audit/${today()}/`;
+    const runsCompletedIn = (jsonl: string) =>
+      jsonl
         .split("\n")
         .filter((line) => line.includes('"run.completed"'))
         .map((line) => (JSON.parse(line) as { run_id: string }).run_id);
-    const pending = () => [...turns.values()].filter((t) => t.d1At === undefined || t.r2At === undefined).length;
+    // Preferred: wrangler dev's own files (fast reads, and R2's exact upload time); else the admin API.
+    const local = openLocalState(join(gateway.tmp, "state"));
+    /** Run ids the D1 index holds as completed. */
+    const readD1 = local
+      ? async () => local.completedRuns()
+      : async () =>
+          (
+            (await (await fetch(`${base}/api/admin/runs?status=completed&limit=100`, { headers: admin })).json()) as {
+              runs?: { run_id: string }[];
+            }
+          ).runs?.map((r) => r.run_id) ?? [];
+    /** Run ids with a `run.completed` audit event in R2 (with the segment's upload time, read locally). */
+    const epochToPerf = Date.now() - performance.now();
+    const readR2 = local
+      ? async () =>
+          local.newObjects(auditPrefix).flatMap((o) => runsCompletedIn(o.body).map((id) => ({ id, at: o.uploaded - epochToPerf })))
+      : async () =>
+          runsCompletedIn(await (await fetch(`${base}/api/admin/audit?agent_id=main&date=${today()}`, { headers: admin })).text());
+    const pending = () => [...turns.values()].filter((t) => !t.d1 || !t.r2).length;
 
     let sending = true;
     let drainDeadline = Number.POSITIVE_INFINITY;
     const pollMs: Record<"d1" | "r2", number[]> = { d1: [], r2: [] };
+    /** Runs whose segment a local R2 read returned (once) before their reply had arrived. */
+    const early = new Map<string, number>();
     /**
-     * One poller per store, each on its own clock: a run first seen in an answer is stamped with the time that
-     * answer arrived (an upper bound: it appeared after the previous read began), so a slow read of one store does
-     * not delay the other's stamps.
+     * One poller per store, each on its own clock, so a slow read of one store does not delay the other's stamps.
+     * A run first seen in an answer appeared after the previous read began and before this answer arrived: both
+     * bounds are kept.
      */
-    const poller = (store: "d1" | "r2", read: () => Promise<string[]>, stamp: (t: Turn, at: number) => void) =>
+    const poller = (store: "d1" | "r2", read: () => Promise<(string | { id: string; at: number })[]>) =>
       (async () => {
+        let previous = performance.now();
         for (;;) {
           const t0 = performance.now();
           const ids = await read();
           const seen = performance.now();
           pollMs[store].push(seen - t0);
-          for (const id of ids) {
-            const t = turns.get(id);
-            if (t) stamp(t, seen);
+          for (const x of ids) {
+            if (typeof x !== "string" && !turns.has(x.id)) early.set(x.id, x.at); // shipped before its reply arrived
+            const t = turns.get(typeof x === "string" ? x : x.id);
+            // A local R2 read knows when the segment was put: both bounds are that time.
+            if (t && !t[store]) t[store] = typeof x === "string" ? { after: previous, by: seen } : { after: x.at, by: x.at };
           }
+          previous = t0;
           if (!sending && (pending() === 0 || seen > drainDeadline)) return;
-          await sleep(Math.max(0, POLL_MS - (performance.now() - t0)));
+          await sleep(Math.max(0, (local ? LOCAL_POLL_MS : POLL_MS) - (performance.now() - t0)));
         }
       })();
-    const pollers = Promise.all([
-      poller("d1", readD1, (t, at) => {
-        t.d1At ??= at;
-      }),
-      poller("r2", readR2, (t, at) => {
-        t.r2At ??= at;
-      }),
-    ]);
+    const pollers = Promise.all([poller("d1", readD1), poller("r2", readR2)]);
     const deadline = performance.now() + seconds * 1000;
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async (_, c) => {
         while (performance.now() < deadline) {
           const runId = await turn(`ship-${c}`);
-          turns.set(runId, { repliedAt: performance.now() });
+          const at = early.get(runId);
+          turns.set(runId, { repliedAt: performance.now(), ...(at === undefined ? {} : { r2: { after: at, by: at } }) });
         }
       }),
     );
@@ -106,24 +128,27 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
     sending = false;
     await pollers;
 
-    const lags = (pick: (t: Turn) => number | undefined) =>
-      [...turns.values()].map((t) => pick(t)).filter((x): x is number => x !== undefined);
-    const d1 = lags((t) => (t.d1At === undefined ? undefined : Math.max(0, t.d1At - t.repliedAt)));
-    const r2 = lags((t) => (t.r2At === undefined ? undefined : Math.max(0, t.r2At - t.repliedAt)));
-    const both = lags((t) =>
-      t.d1At === undefined || t.r2At === undefined ? undefined : Math.max(0, t.d1At - t.repliedAt, t.r2At - t.repliedAt),
-    );
+    /** Lags (ms after the reply) by one bound; a store seen before the reply counts as 0. */
+    const lags = (bound: keyof Seen, ...stores: ("d1" | "r2")[]) =>
+      [...turns.values()]
+        .filter((t) => stores.every((st) => t[st]))
+        .map((t) => Math.max(0, ...stores.map((st) => (t[st] as Seen)[bound] - t.repliedAt)));
     const summary = (xs: number[]) => (xs.length ? { ...latencySummary(xs), max_ms: round(Math.max(...xs)) } : null);
+    const bounds = (...stores: ("d1" | "r2")[]) => ({ by: summary(lags("by", ...stores)), after: summary(lags("after", ...stores)) });
     ok = true;
     return {
-      endpoint: "POST /v1/chat/completions (user = conversation), 8 conversations; polled through /api/admin/runs and /api/admin/audit",
-      poll_ms: POLL_MS,
+      endpoint: "POST /v1/chat/completions (user = conversation), 8 conversations",
+      read_from: local
+        ? "wrangler dev's state files (D1 runs table; R2 audit segments with their upload time)"
+        : "/api/admin/runs and /api/admin/audit",
+      poll_ms: local ? LOCAL_POLL_MS : POLL_MS,
       read_ms_median: { d1: round(median(pollMs.d1)), r2: round(median(pollMs.r2)) },
       turns: turns.size,
       not_shipped_after_drain: pending(),
-      d1_index_lag: summary(d1),
-      r2_audit_lag: summary(r2),
-      shipping_lag: summary(both),
+      // `by`: the answer that first held it had arrived (upper bound); `after`: the read before it had begun (lower).
+      d1_index_lag: bounds("d1"),
+      r2_audit_lag: bounds("r2"),
+      shipping_lag: bounds("d1", "r2"),
     };
   } finally {
     await gateway.dispose(ok);
