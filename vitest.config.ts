@@ -49,7 +49,13 @@ export default defineConfig(async () => {
               wrangler: { configPath: "./wrangler.toml" },
               remoteBindings: false,
               miniflare: {
-                bindings: { ...TEST_SECRETS, TEST_MIGRATIONS: migrations, LOAD_SESSIONS: process.env.LOAD_SESSIONS ?? "20" },
+                bindings: {
+                  ...TEST_SECRETS,
+                  TEST_MIGRATIONS: migrations,
+                  LOAD_SESSIONS: process.env.LOAD_SESSIONS ?? "20",
+                  // Turns the issue 23 counting test runs (test/observability/turn-counts.test.ts; bench/counts.bench.ts sets it).
+                  COUNT_TURNS: process.env.COUNT_TURNS ?? "24",
+                },
                 outboundService,
               },
             }),

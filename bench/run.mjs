@@ -50,10 +50,12 @@ const rank = (n) => {
   const last = quick ? QUICK_LAST.indexOf(n) : -1;
   return last >= 0 ? 100 + last : FIRST.length;
 };
+// Counted, not timed, and about a minute of vitest: the full run and --only=counts have it, --quick does not.
+const FULL_ONLY = ["counts"];
 const names = (await readdir(join(root, "bench")))
   .filter((f) => f.endsWith(".bench.ts"))
   .map((f) => f.replace(/\.bench\.ts$/, ""))
-  .filter((n) => !only || only.includes(n))
+  .filter((n) => (only ? only.includes(n) : !(quick && FULL_ONLY.includes(n))))
   .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 
 /** A bench module, bundled with esbuild against the real src/ modules and imported from a data: URL. */
@@ -78,7 +80,7 @@ async function load(name) {
  * gateway gets its own model port) and the benches that time nothing (the bundle size). The baseline waits for
  * all of them (`settle`) before it measures, so its reference figures are taken beside idle servers only.
  */
-const BESIDE_FIRST = quick ? { prepare: ["turn", "scheduler"], run: ["bundle"] } : { prepare: [], run: [] };
+const BESIDE_FIRST = quick ? { prepare: ["turn", "scheduler", "shipping"], run: ["bundle", "house"] } : { prepare: [], run: [] };
 /** Started set-ups and background runs, by bench name; a rejected one is reported at that bench's turn. */
 const prepared = new Map();
 const background = new Map();

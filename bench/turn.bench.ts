@@ -49,7 +49,7 @@ async function startModel(root: string, port: number): Promise<{ server: Server;
 }
 
 /** What {@link prepare} sets up: the gateway under `wrangler dev`, its offline model, an API token. */
-export type Prepared = GatewayBench<{ server: Server; calls: number[] }> & { apiToken: string };
+export type Prepared = GatewayBench<{ server: Server; calls: number[] }> & { apiToken: string; adminToken: string };
 
 /**
  * The set-up, apart from the measurement: a copy of the project, the offline model, the D1 schema and
@@ -58,12 +58,13 @@ export type Prepared = GatewayBench<{ server: Server; calls: number[] }> & { api
  */
 export async function prepare(_quick: boolean): Promise<Prepared> {
   const apiToken = `bench-${crypto.randomUUID().replaceAll("-", "")}`; // 38 characters
+  const adminToken = `admin-${crypto.randomUUID().replaceAll("-", "")}`;
   const gateway = await startGatewayBench({
     tag: "turn bench",
-    devVars: `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`,
+    devVars: `GATEWAY_ADMIN_TOKEN=${adminToken}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`,
     startModel,
   });
-  return { ...gateway, apiToken };
+  return { ...gateway, apiToken, adminToken };
 }
 
 export async function run(quick: boolean, prepared?: Promise<Prepared>) {
