@@ -184,12 +184,12 @@ export function summarise(results, peer) {
     if (t.session) add("one session: last-10 ÷ first-10 turn median", t.session.growth_ratio, "×");
   }
   // Hooks for the benches issue 23's other parts add (bench/ws.bench.ts, bench/stream.bench.ts): a row each,
-  // "n/a" until that bench is in the run. ws: { turns_per_s_8_concurrent, concurrent.workerd_cpu_ms_per_turn };
-  // stream: { time_to_first_token: { p50_ms }, peer_first_chunk: { p50_ms }? } (the peer's first chunk with the
+  // "n/a" until that bench is in the run. ws: { websocket: { turns_per_s_8_concurrent } };
+  // stream: { first_released_token_ms_p50, peer_first_chunk: { p50_ms }? } (the peer's first chunk with the
   // same slowly streaming model if the bench measured it, else the peer run's zero-latency first chunk).
   if (results.ws !== undefined || t) {
     const ws = results.ws;
-    const rate = ws && !ws.error ? ws.turns_per_s_8_concurrent : undefined;
+    const rate = ws && !ws.error ? ws.websocket?.turns_per_s_8_concurrent : undefined;
     add(
       "8 conversations: plain turns/s through the WebSocket route",
       rate ?? "n/a (bench/ws.bench.ts not in this run)",
@@ -204,7 +204,7 @@ export function summarise(results, peer) {
   }
   if (results.stream !== undefined || t) {
     const st = results.stream;
-    const ttft = st && !st.error ? st.time_to_first_token?.p50_ms : undefined;
+    const ttft = st && !st.error ? st.first_released_token_ms_p50 : undefined;
     const peerFirst = st?.peer_first_chunk?.p50_ms ?? peer.first_chunk_median_ms;
     add(
       "guarded stream: time to first released token, p50 (slowly streaming model)",
