@@ -246,4 +246,8 @@ export const SESSION_MIGRATIONS: Migrations = [
   REPLY_SCHEMA,
   // v14: a finished job run's status and automation completion are written to its D1 firing row once (issue 21 §1).
   `ALTER TABLE runs ADD COLUMN firing_reported INTEGER NOT NULL DEFAULT 0;`,
+  // v15 (issue 23, D-055): each transcript row's token estimate, written with the row (src/context/history.ts
+  // rowTokens), so a turn's history is never tokenised again. NULL on rows stored before: estimated once when a
+  // turn first reads them, and written back (transcript.ts historyPage).
+  `ALTER TABLE transcript ADD COLUMN tokens INTEGER;`,
 ];
