@@ -22,6 +22,7 @@ interface Row {
 function transcriptOf(n: number): DatabaseSync {
   const db = new DatabaseSync(":memory:");
   for (const step of SESSION_MIGRATIONS) {
+    if (typeof step !== "string") continue; // a step that looks at data first (v16 drops empty memory tables)
     try {
       db.exec(step);
     } catch {
