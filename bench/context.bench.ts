@@ -64,7 +64,7 @@ export async function run(quick: boolean) {
   const sizes = [100, 1000, 10000] as const;
   const dbs = sizes.map((n) => transcriptOf(n));
   const turns = dbs.map((db) => {
-    // The same query as transcript.ts messagesBefore().
+    // The same page as transcript.ts historyPage() reads (it also reads the stored token estimates).
     const page = db.prepare(
       "SELECT seq, role, content, tool_name, tool_call_id FROM transcript WHERE session_id = 'ses_bench' AND seq > 0 AND seq < ? ORDER BY seq DESC LIMIT ?",
     );

@@ -61,13 +61,6 @@ export function latestMessages(sql: Sql, sessionId: string, limit: number): Tran
   return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} ORDER BY seq DESC LIMIT ${limit}`.map(fromDb).reverse();
 }
 
-/** Rows of a generation with afterSeq < seq < beforeSeq, newest first, at most `limit`. */
-export function messagesBefore(sql: Sql, sessionId: string, afterSeq: number, beforeSeq: number, limit: number): TranscriptRow[] {
-  return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} AND seq > ${afterSeq} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`.map(
-    fromDb,
-  );
-}
-
 /**
  * A page of history: rows with afterSeq < seq < beforeSeq, newest first, at most `limit`, with their stored
  * token estimates. A row stored before estimates were (schema v15) is estimated here once and the estimate
