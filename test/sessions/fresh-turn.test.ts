@@ -8,7 +8,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { buildRunSpec } from "../../src/runs/spec";
-import { LAZY_TABLES } from "../../src/sessions/lazy-tables";
+import { ensureLazyTables, LAZY_TABLES, lazyTablesPresent } from "../../src/sessions/lazy-tables";
 import { latestSummary, recall, remember } from "../../src/sessions/memory";
 import { SESSION_MIGRATIONS } from "../../src/sessions/schema";
 import { createSql, migrate, sqlWork } from "../../src/storage/sql";
@@ -89,6 +89,25 @@ describe("ISSUE23 a fresh object's first plain turn", () => {
         },
       );
     }
+  });
+
+  it("ISSUE23 memory tables whose creation was rolled back read as empty, and the next write creates them again", async () => {
+    const stub = stubFor(`fresh-rollback-${crypto.randomUUID().slice(0, 8)}`);
+    await runInDurableObject(stub, async (_i: unknown, state: DurableObjectState) => {
+      const sql = createSql(state.storage.sql);
+      expect(() =>
+        state.storage.transactionSync(() => {
+          ensureLazyTables(sql, "memory");
+          expect(lazyTablesPresent(sql, "memory")).toBe(true);
+          throw new Error("the write after it failed");
+        }),
+      ).toThrow("the write after it failed");
+      expect(tables(sql)).toEqual([]);
+      expect(recall(sql, "deploy")).toEqual([]); // believed present, found absent: empty, and looked up again
+      expect(latestSummary(sql, 0)).toBeUndefined();
+      await remember(sql, { kind: "note", text: "deploy on Mondays", from_seq: null, to_seq: null }, new Date());
+      expect(recall(sql, "deploy").map((r) => r.text)).toEqual(["deploy on Mondays"]);
+    });
   });
 
   it("ISSUE23 no migration after v5 touches a lazy table (they change only in src/sessions/lazy-tables.ts)", () => {
