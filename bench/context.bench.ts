@@ -22,6 +22,7 @@ interface Row {
 function transcriptOf(n: number): DatabaseSync {
   const db = new DatabaseSync(":memory:");
   for (const step of SESSION_MIGRATIONS) {
+    if (typeof step !== "string") continue; // a step that looks at data first (v16 drops empty memory tables)
     try {
       db.exec(step);
     } catch {
@@ -63,7 +64,7 @@ export async function run(quick: boolean) {
   const sizes = [100, 1000, 10000] as const;
   const dbs = sizes.map((n) => transcriptOf(n));
   const turns = dbs.map((db) => {
-    // The same query as transcript.ts messagesBefore().
+    // The same page as transcript.ts historyPage() reads (it also reads the stored token estimates).
     const page = db.prepare(
       "SELECT seq, role, content, tool_name, tool_call_id FROM transcript WHERE session_id = 'ses_bench' AND seq > 0 AND seq < ? ORDER BY seq DESC LIMIT ?",
     );

@@ -54,7 +54,8 @@ export function normaliseToolEntry(e: Extract<TranscriptEntry, { role: "tool" }>
   return lines.join("\n");
 }
 
-function toMessage(e: TranscriptEntry, caps: ContextCaps): ContextMessage {
+/** One entry as the model sees it: S3 §6 normalised, placeholders explained, capped. */
+export function toMessage(e: TranscriptEntry, caps: ContextCaps): ContextMessage {
   const content = e.role === "tool" ? normaliseToolEntry(e, caps) : e.content;
   // Redaction placeholders are never fed back as if they were content (S1 §5.4).
   return { role: e.role, content: capText(placeholdersForModel(content), caps.perMessage) };
@@ -76,7 +77,23 @@ function unitStart(entries: readonly TranscriptEntry[], end: number): number {
   return end;
 }
 
-/** Builds the capped context from a transcript (oldest first). */
+/** True when `a` caps every text exactly as `b` does. */
+export function sameCaps(a: ContextCaps, b: ContextCaps): boolean {
+  return (
+    a === b ||
+    (a.perMessage === b.perMessage &&
+      a.toolSummary === b.toolSummary &&
+      a.toolError === b.toolError &&
+      a.toolOutput === b.toolOutput &&
+      a.total === b.total)
+  );
+}
+
+/**
+ * Builds the capped context from a transcript (oldest first). The messages kept are always the newest
+ * entries, one message per entry (units are dropped whole from the oldest end): message i answers entry
+ * `entries.length - messages.length + i`.
+ */
 export function buildContext(
   entries: readonly TranscriptEntry[],
   caps: ContextCaps = DEFAULT_CONTEXT_CAPS,

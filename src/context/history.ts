@@ -6,19 +6,31 @@
  */
 
 import { l6ContextBlock } from "../prompts/assemble";
-import { estimateMessagesTokens, inputBudget, type ModelWindow, OverBudgetError } from "./budget";
-import { buildContext, type ContextCaps, type ContextMessage, DEFAULT_CONTEXT_CAPS, type TranscriptEntry } from "./caps";
+import { inputBudget, MESSAGE_OVERHEAD_TOKENS, type ModelWindow, OverBudgetError } from "./budget";
+import {
+  buildContext,
+  type ContextCaps,
+  type ContextMessage,
+  DEFAULT_CONTEXT_CAPS,
+  sameCaps,
+  type TranscriptEntry,
+  toMessage,
+} from "./caps";
 import { type CompactableRow, type CompactionSummary, compact } from "./compaction";
 import { estimateTokens } from "./tokens";
 
 export interface HistoryRow extends CompactableRow {
   tool_call_id?: string | null;
+  /** The row's stored estimate (`rowTokens`, written with the row); null or absent: not stored yet. */
+  tokens?: number | null;
 }
 
 export interface PreparedHistory {
   messages: ContextMessage[];
   summary: CompactionSummary | null;
   estimatedTokens: number;
+  /** The estimated tokens of `messages` alone (message overhead included). */
+  historyTokens: number;
 }
 
 /** A stored tool row's content is JSON `{summary?, error?, output?}`; anything else counts as output. */
@@ -51,23 +63,52 @@ export interface PrepareOptions {
   forceCompaction?: boolean;
 }
 
+/**
+ * What a transcript row stores as its token estimate when it is written (issue 23): the estimate of the text
+ * the model is given for it under the default S3 §6 caps, so that building a turn's history reads it instead
+ * of tokenising the transcript again.
+ */
+export function rowTokens(row: HistoryRow): number {
+  return estimateTokens(toMessage(toEntry(row), DEFAULT_CONTEXT_CAPS).content);
+}
+
+/**
+ * Estimated tokens of the context messages built from `rows` (message i answers the row
+ * `rows.length - messages.length + i`, see `buildContext`): a row's stored estimate when the text sent is the
+ * very text it was stored for, else the tokeniser (rows stored before estimates were, agents with other caps
+ * whose cap changed the text). Equal, message for message, to `estimateMessagesTokens(messages)`.
+ */
+function contextTokens(rows: readonly HistoryRow[], messages: readonly ContextMessage[], caps: ContextCaps): number {
+  const offset = rows.length - messages.length;
+  const defaults = sameCaps(caps, DEFAULT_CONTEXT_CAPS);
+  let total = 0;
+  messages.forEach((m, i) => {
+    const row = rows[offset + i] as HistoryRow;
+    const stored = row.tokens ?? null;
+    const usable = stored !== null && (defaults || toMessage(toEntry(row), DEFAULT_CONTEXT_CAPS).content === m.content);
+    total += MESSAGE_OVERHEAD_TOKENS + (usable ? stored : estimateTokens(m.content));
+  });
+  return total;
+}
+
 /** History for the next turn within the model's budget, compacting if needed. */
 export function prepareHistory(rows: readonly HistoryRow[], o: PrepareOptions): PreparedHistory {
   const caps = o.caps ?? DEFAULT_CONTEXT_CAPS;
   const budget = inputBudget(o.window);
   const full = buildContext(rows.map(toEntry), caps).messages;
-  const fullTokens = o.fixedTokens + estimateMessagesTokens(full);
-  if (fullTokens <= budget && !o.forceCompaction) return { messages: full, summary: null, estimatedTokens: fullTokens };
+  const fullHistory = contextTokens(rows, full, caps);
+  const fullTokens = o.fixedTokens + fullHistory;
+  if (fullTokens <= budget && !o.forceCompaction)
+    return { messages: full, summary: null, estimatedTokens: fullTokens, historyTokens: fullHistory };
 
   const { summary, kept } = compact(rows, o.keepTurns ?? 4);
-  const messages = buildContext(
-    kept.map((r) => toEntry(r as HistoryRow)),
-    caps,
-  ).messages;
+  const keptRows = kept as HistoryRow[];
+  const messages = buildContext(keptRows.map(toEntry), caps).messages;
   const summaryTokens = summary ? summaryTokensInL6(summary.text) : 0;
-  const estimatedTokens = o.fixedTokens + summaryTokens + estimateMessagesTokens(messages);
+  const historyTokens = contextTokens(keptRows, messages, caps);
+  const estimatedTokens = o.fixedTokens + summaryTokens + historyTokens;
   if (estimatedTokens > budget) throw new OverBudgetError(estimatedTokens, budget);
-  return { messages, summary, estimatedTokens };
+  return { messages, summary, estimatedTokens, historyTokens };
 }
 
 /**

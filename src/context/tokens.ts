@@ -56,8 +56,16 @@ function looksRandom(run: string): boolean {
   return /[a-z]/.test(run) && /[A-Z]/.test(run) && /[0-9]/.test(run);
 }
 
+/**
+ * How much tokenising this isolate has done (calls and characters): tests read it to prove that a turn's
+ * tokeniser work does not grow with the transcript (issue 23). Two additions per call: nothing measurable.
+ */
+export const tokenizerWork = { calls: 0, chars: 0 };
+
 /** Estimated tokens of `text`, biased slightly high. */
 export function estimateTokens(text: string): number {
+  tokenizerWork.calls++;
+  tokenizerWork.chars += text.length;
   if (text.length === 0) return 0;
   let total = 0;
   const rest = text.replace(RANDOM_RUN, (run) => {

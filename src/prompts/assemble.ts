@@ -282,10 +282,11 @@ export function toChatMessages(p: AssembledPrompt): ChatCompletionMessageParam[]
  * Estimated input tokens of `toChatMessages(p)`, from the per-layer estimates already in the manifest
  * (L1–L5 are estimated once per isolate), so the budget check does not re-read the whole prompt.
  */
-export function estimatePromptTokens(p: AssembledPrompt): number {
+export function estimatePromptTokens(p: AssembledPrompt, historyTokens?: number): number {
   let total = 0;
   for (const e of p.manifest.stack) if (e.layer !== "L6") total += MESSAGE_OVERHEAD_TOKENS + e.tokens_est;
-  return total + estimateMessagesTokens(p.history) + MESSAGE_OVERHEAD_TOKENS + p.userTokens;
+  // `historyTokens`: the history's estimate already known (stored per transcript row), so it is not tokenised again.
+  return total + (historyTokens ?? estimateMessagesTokens(p.history)) + MESSAGE_OVERHEAD_TOKENS + p.userTokens;
 }
 
 /** Single-prompt (completions) form: the same order, as one delimited text. */

@@ -21,12 +21,9 @@ export interface RunHost {
   /** The session the runs belong to. */
   session(): { sessionKey: string; agentId: string; sessionId: string };
   /** History before `beforeSeq`, within the budget left by `fixedTokens` (compacting if needed). */
-  history(o: {
-    beforeSeq: number;
-    spec: RunSpec;
-    fixedTokens: number;
-  }): Promise<
-    | { ok: true; messages: { role: "user" | "assistant" | "tool"; content: string }[]; summaries: string[] }
+  history(o: { beforeSeq: number; spec: RunSpec; fixedTokens: number }): Promise<
+    // `tokens`: the messages' estimated tokens, from the estimates stored per transcript row (issue 23).
+    | { ok: true; messages: { role: "user" | "assistant" | "tool"; content: string }[]; summaries: string[]; tokens?: number }
     | { ok: false; estimatedTokens: number; inputBudget: number }
   >;
   /** S4 §5: the session's memory for a user message (redacted, within `bounds` or the defaults), or null when nothing matches. */

@@ -67,7 +67,7 @@ export async function buildPrompt(
   // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
   logPromptAssembly(ctx.host.logger, run.id, prompt.manifest);
   const messages: ChatCompletionMessageParam[] = [...toChatMessages(prompt), ...live];
-  const estimated = estimatePromptTokens(prompt) + liveTokens;
+  const estimated = estimatePromptTokens(prompt, history.tokens) + liveTokens;
   const budget = inputBudget(spec.model);
   if (estimated > budget) return { ok: false, finish: overBudget(new OverBudgetError(estimated, budget)) };
   return { ok: true, value: { prompt, messages, estimated, offered, policy, recovery } };

@@ -118,3 +118,39 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     secretOrigins: secretOrigins(deploymentConfig(config, ref?.source)),
   };
 }
+
+/**
+ * Run specs built in this isolate, per configuration object: the configuration in force is one object for as
+ * long as its version is (src/config/versions.ts keeps it per newest version number, re-checked every
+ * `ADMIN_REFRESH_MS`), so a new version in force is a new object and is never answered from an older one's specs.
+ */
+const specs = new WeakMap<GatewayConfig, Map<string, RunSpec>>();
+
+/** Freezes `value` and everything in it: a cached spec is shared by every turn that uses it. */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * `buildRunSpec`, built once per isolate for each (configuration in force, agent, channel, version) and shared,
+ * frozen, by every turn after it (issue 23 D-055): a turn does not rebuild the spec, and a new configuration
+ * version in force gets specs of its own.
+ */
+export function cachedRunSpec(config: GatewayConfig, agentId: string, channel: string, ref?: ConfigRef): RunSpec {
+  let byKey = specs.get(config);
+  if (!byKey) {
+    byKey = new Map();
+    specs.set(config, byKey);
+  }
+  const key = JSON.stringify([agentId, channel, ref?.source ?? null, ref?.version ?? null, ref?.sha256 ?? null]);
+  let spec = byKey.get(key);
+  if (!spec) {
+    spec = deepFreeze(buildRunSpec(config, agentId, channel, ref));
+    byKey.set(key, spec);
+  }
+  return spec;
+}

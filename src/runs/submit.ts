@@ -21,8 +21,8 @@ import { GatewayError } from "../errors";
 import type { NotifySpec } from "../scheduler/notify";
 import { formatSessionKey, type SessionKey, sessionObjectName } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
-import { pendingApprovalCounts } from "./approvals";
-import { buildRunSpec, type ConfigRef, type RunSpec } from "./spec";
+import { noteAdmitted, pendingBacklog } from "./backlog";
+import { type ConfigRef, cachedRunSpec, type RunSpec } from "./spec";
 
 /** What a turn is submitted with: the bindings it reaches and the configuration it is accepted under. */
 export interface SubmitContext {
@@ -112,7 +112,7 @@ export async function submitTurn(ctx: SubmitContext, turn: Turn): Promise<Submit
 
 /** The run spec of `turn`: the agent's, under the configuration in force, with the door's caller and task. */
 function runSpecOf(ctx: SubmitContext, turn: Turn): RunSpec {
-  const spec = buildRunSpec(ctx.config, turn.agentId, turn.channel, ctx.configRef);
+  const spec = cachedRunSpec(ctx.config, turn.agentId, turn.channel, ctx.configRef);
   return {
     ...spec,
     ...(turn.task ? { task: turn.task } : {}),
@@ -128,16 +128,19 @@ function runSpecOf(ctx: SubmitContext, turn: Turn): RunSpec {
  *
  * This check is the early answer, not the guarantee: requests racing past it are held to the limits when
  * their approval is indexed (`reserveApprovalSlot`, one atomic D1 statement; the call is then refused).
+ * The counts come from this isolate's copy while it serves (src/runs/backlog.ts, D-055), else from D1.
  */
 export async function refuseWhenApprovalsBacklogged(
   db: D1Database,
   agentId: string,
   maxPending: number,
   caller?: { key: string; maxPending: number },
+  now = Date.now(),
 ): Promise<void> {
   let pending: { agent: number; caller: number };
+  const key = caller?.key ?? "";
   try {
-    pending = await pendingApprovalCounts(db, agentId, caller?.key ?? "", new Date());
+    pending = await pendingBacklog(db, agentId, key, { agent: maxPending, caller: caller?.maxPending ?? Number.POSITIVE_INFINITY }, now);
   } catch {
     return; // the index is unavailable: the early check cannot run; the atomic one at approval time still holds
   }
@@ -153,4 +156,5 @@ export async function refuseWhenApprovalsBacklogged(
       `caller "${caller.key}" has ${pending.caller} tool calls waiting for approval on agent "${agentId}" (limit ${caller.maxPending} per caller); wait until an admin decides them`,
       { retryAfterSeconds: 60 },
     );
+  noteAdmitted(agentId, key);
 }

@@ -14,7 +14,7 @@ import { putCreateOnly, summaryArchiveKey } from "./archive";
 import type { SessionContext } from "./context";
 import { latestSummary, type MemoryItem, type RetrievalBounds, type RetrievedMemory, remember, retrieveForTurn } from "./memory";
 import { currentSession, ensureSession, type SessionIdentity, type SessionRef } from "./session-state";
-import { firstSeq, listMessages, messagesBefore } from "./transcript";
+import { firstSeq, historyPage, listMessages } from "./transcript";
 
 /** Turns kept verbatim by compaction (S1 §5.3 "last N turns"). */
 export const DEFAULT_KEEP_TURNS = 4;
@@ -23,7 +23,7 @@ const HISTORY_WINDOW = 400;
 
 /** A history for the next model turn, or `over_budget` when even the compacted history cannot fit. */
 export type HistoryResult =
-  | { ok: true; messages: ContextMessage[]; summaries: string[]; estimatedTokens: number }
+  | { ok: true; messages: ContextMessage[]; summaries: string[]; estimatedTokens: number; historyTokens: number }
   | { ok: false; error: "over_budget"; estimatedTokens: number; inputBudget: number };
 
 /** What shapes a history: the model's window, the tokens already taken, the caps, and where it ends. */
@@ -71,7 +71,7 @@ export async function buildHistory(cx: SessionContext, ref: SessionRef, o: Histo
   const limitSeq = o.beforeSeq ?? Number.MAX_SAFE_INTEGER;
   // Only as many of the newest rows as the context can use, page by page: per-turn cost does not grow with the transcript.
   const rows = collectRecentRows(
-    (beforeSeq, limit) => messagesBefore(cx.sql, ref.sessionId, after, Math.min(beforeSeq, limitSeq), limit),
+    (beforeSeq, limit) => historyPage(cx.sql, ref.sessionId, after, Math.min(beforeSeq, limitSeq), limit),
     o.caps,
   );
   const summaries = previous ? [previous.text] : [];
@@ -93,7 +93,13 @@ export async function buildHistory(cx: SessionContext, ref: SessionRef, o: Histo
     await storeSummary(cx, ref, prepared.summary);
     summaries.push(prepared.summary.text);
   }
-  return { ok: true, messages: prepared.messages, summaries, estimatedTokens: prepared.estimatedTokens };
+  return {
+    ok: true,
+    messages: prepared.messages,
+    summaries,
+    estimatedTokens: prepared.estimatedTokens,
+    historyTokens: prepared.historyTokens,
+  };
 }
 
 /** The history for one of this session's runs: turns before its message (the run engine's `history`). */
@@ -105,7 +111,7 @@ export async function runHistory(cx: SessionContext, o: { beforeSeq: number; spe
     beforeSeq: o.beforeSeq,
   });
   if (!r.ok) return { ok: false as const, estimatedTokens: r.estimatedTokens, inputBudget: r.inputBudget };
-  return { ok: true as const, messages: r.messages, summaries: r.summaries };
+  return { ok: true as const, messages: r.messages, summaries: r.summaries, tokens: r.historyTokens };
 }
 
 /** Compacts now (the model's condense actions): everything but the last `keepTurns` turns becomes a summary. */

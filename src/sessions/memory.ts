@@ -14,6 +14,7 @@
 import { sha256Hex } from "../prompts/hash";
 import { placeholdersForModel, redactText } from "../security/redact";
 import type { Sql } from "../storage/sql";
+import { ensureLazyTables, readLazy } from "./lazy-tables";
 
 export type MemoryKind = "summary" | "decision" | "note";
 
@@ -42,6 +43,7 @@ export async function memoryId(kind: MemoryKind, text: string): Promise<string> 
 export async function remember(sql: Sql, item: Omit<MemoryItem, "id" | "created_at">, now: Date): Promise<MemoryItem> {
   const id = await memoryId(item.kind, item.text);
   const created = now.toISOString();
+  ensureLazyTables(sql, "memory"); // a new object has no memory tables until its first item (D-055)
   const inserted = sql.run`INSERT INTO memory (id, kind, text, from_seq, to_seq, created_at) VALUES (${id}, ${item.kind}, ${item.text}, ${item.from_seq}, ${item.to_seq}, ${created})
                            ON CONFLICT (id) DO NOTHING`;
   if (inserted > 0) sql.run`INSERT INTO memory_fts (id, text) VALUES (${id}, ${item.text})`;
@@ -52,8 +54,13 @@ type MemoryRow = { id: string; kind: MemoryKind; text: string; from_seq: number 
 
 /** The newest compaction summary that reaches at least `minToSeq` (i.e. covers the current generation). */
 export function latestSummary(sql: Sql, minToSeq: number): MemoryItem | undefined {
-  return sql.one<MemoryRow>`SELECT id, kind, text, from_seq, to_seq, created_at FROM memory
-                            WHERE kind = 'summary' AND to_seq >= ${minToSeq} ORDER BY to_seq DESC LIMIT 1`;
+  return readLazy(
+    sql,
+    "memory",
+    undefined,
+    () => sql.one<MemoryRow>`SELECT id, kind, text, from_seq, to_seq, created_at FROM memory
+                            WHERE kind = 'summary' AND to_seq >= ${minToSeq} ORDER BY to_seq DESC LIMIT 1`,
+  );
 }
 
 /** Words of a free-text query as an FTS5 OR-query of quoted terms (no operator injection). */
@@ -72,11 +79,17 @@ export function ftsQuery(query: string): string | null {
 export function recall(sql: Sql, query: string, k = 5): RetrievedItem[] {
   const match = ftsQuery(query);
   if (!match) return [];
-  return sql.all<{ id: string; kind: MemoryKind; text: string; rank: number }>`
+  const rows = readLazy(
+    sql,
+    "memory",
+    [],
+    () => sql.all<{ id: string; kind: MemoryKind; text: string; rank: number }>`
       SELECT m.id AS id, m.kind AS kind, m.text AS text, bm25(memory_fts) AS rank
       FROM memory_fts JOIN memory m ON m.id = memory_fts.id
       WHERE memory_fts MATCH ${match}
-      ORDER BY rank, m.id LIMIT ${Math.max(1, Math.min(20, k))}`.map((r) => ({
+      ORDER BY rank, m.id LIMIT ${Math.max(1, Math.min(20, k))}`,
+  );
+  return rows.map((r) => ({
     id: r.id,
     kind: r.kind,
     text: r.text,

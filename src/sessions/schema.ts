@@ -6,6 +6,7 @@
 import { REPLY_SCHEMA } from "../channels/replies";
 import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
+import { dropMemoryIfEmpty } from "./lazy-tables";
 
 export const SESSION_MIGRATIONS: Migrations = [
   // v1: what the object knows about itself.
@@ -246,4 +247,11 @@ export const SESSION_MIGRATIONS: Migrations = [
   REPLY_SCHEMA,
   // v14: a finished job run's status and automation completion are written to its D1 firing row once (issue 21 §1).
   `ALTER TABLE runs ADD COLUMN firing_reported INTEGER NOT NULL DEFAULT 0;`,
+  // v15 (issue 23, D-055): each transcript row's token estimate, written with the row (src/context/history.ts
+  // rowTokens), so a turn's history is never tokenised again. NULL on rows stored before: estimated once when a
+  // turn first reads them, and written back (transcript.ts historyPage).
+  `ALTER TABLE transcript ADD COLUMN tokens INTEGER;`,
+  // v16 (issue 23, D-055): session memory is created when first written (src/sessions/lazy-tables.ts), so a new
+  // object's schema lacks it; an object that holds memory items keeps its tables. No later migration touches them.
+  dropMemoryIfEmpty,
 ];

@@ -6,6 +6,7 @@
  * and `importJsonl(exportJsonl(x))` restores the same rows.
  */
 import { z } from "zod";
+import { type HistoryRow, rowTokens } from "../context/history";
 import type { Sql } from "../storage/sql";
 
 export const TranscriptRow = z.strictObject({
@@ -24,17 +25,26 @@ export type TranscriptRow = z.infer<typeof TranscriptRow>;
 export type NewMessage = Omit<TranscriptRow, "seq" | "ts" | "run_id" | "tool_name" | "tool_call_id" | "redactions"> &
   Partial<Pick<TranscriptRow, "run_id" | "tool_name" | "tool_call_id" | "redactions">>;
 
-type DbRow = Omit<TranscriptRow, "redactions"> & { redactions: string };
+type DbRow = Omit<TranscriptRow, "redactions"> & { redactions: string; tokens?: number | null };
 
-const fromDb = (r: DbRow): TranscriptRow => ({ ...r, redactions: JSON.parse(r.redactions) as string[] });
+/** A stored row as the transcript's own shape (the token estimate is the history's business, see `historyPage`). */
+const fromDb = ({ tokens: _tokens, ...r }: DbRow): TranscriptRow => ({ ...r, redactions: JSON.parse(r.redactions) as string[] });
 
-/** Appends one message; returns the stored row. */
+/** The token estimate a row is stored with (schema v15): of the text the model is given for it. */
+const tokensOf = (r: Pick<TranscriptRow, "seq" | "role" | "content" | "tool_name" | "tool_call_id">): number => rowTokens(r);
+
+/** Appends one message with its token estimate, in one statement; returns the stored row. */
 export function appendMessage(sql: Sql, m: NewMessage, now: Date): TranscriptRow {
   const ts = now.toISOString();
-  sql.run`INSERT INTO transcript (session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions)
+  // A tool row without a call id is shown under its own seq (`seq-<n>`), unknown until inserted: estimated on first read.
+  const unnamedTool = m.role === "tool" && !m.tool_call_id;
+  const tokens = unnamedTool
+    ? null
+    : tokensOf({ seq: 0, role: m.role, content: m.content, tool_name: m.tool_name ?? null, tool_call_id: m.tool_call_id ?? null });
+  const row = sql.one<DbRow>`INSERT INTO transcript (session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions, tokens)
           VALUES (${m.session_id}, ${m.role}, ${m.content}, ${ts}, ${m.run_id ?? null}, ${m.tool_name ?? null},
-                  ${m.tool_call_id ?? null}, ${JSON.stringify(m.redactions ?? [])})`;
-  const row = sql.one<DbRow>`SELECT * FROM transcript WHERE seq = last_insert_rowid()`;
+                  ${m.tool_call_id ?? null}, ${JSON.stringify(m.redactions ?? [])}, ${tokens})
+          RETURNING *`;
   if (!row) throw new Error("transcript insert vanished");
   return fromDb(row);
 }
@@ -51,11 +61,28 @@ export function latestMessages(sql: Sql, sessionId: string, limit: number): Tran
   return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} ORDER BY seq DESC LIMIT ${limit}`.map(fromDb).reverse();
 }
 
-/** Rows of a generation with afterSeq < seq < beforeSeq, newest first, at most `limit`. */
-export function messagesBefore(sql: Sql, sessionId: string, afterSeq: number, beforeSeq: number, limit: number): TranscriptRow[] {
-  return sql.all<DbRow>`SELECT * FROM transcript WHERE session_id = ${sessionId} AND seq > ${afterSeq} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`.map(
-    fromDb,
-  );
+/**
+ * A page of history: rows with afterSeq < seq < beforeSeq, newest first, at most `limit`, with their stored
+ * token estimates. A row stored before estimates were (schema v15) is estimated here once and the estimate
+ * written back, so each old row is tokenised at most once (lazy backfill).
+ */
+export function historyPage(sql: Sql, sessionId: string, afterSeq: number, beforeSeq: number, limit: number): HistoryRow[] {
+  const rows = sql.all<{
+    seq: number;
+    role: TranscriptRow["role"];
+    content: string;
+    tool_name: string | null;
+    tool_call_id: string | null;
+    tokens: number | null;
+  }>`
+    SELECT seq, role, content, tool_name, tool_call_id, tokens FROM transcript
+     WHERE session_id = ${sessionId} AND seq > ${afterSeq} AND seq < ${beforeSeq} ORDER BY seq DESC LIMIT ${limit}`;
+  for (const r of rows) {
+    if (r.tokens !== null) continue;
+    r.tokens = tokensOf(r);
+    sql.run`UPDATE transcript SET tokens = ${r.tokens} WHERE seq = ${r.seq}`;
+  }
+  return rows;
 }
 
 /** Count, user turns and content bytes of a generation's live rows (kept by triggers, see schema v6). */
@@ -101,9 +128,9 @@ export function parseJsonl(text: string): TranscriptRow[] {
 /** Restores archived rows with their original seq numbers (used by /resume). */
 export function importRows(sql: Sql, rows: readonly TranscriptRow[]): void {
   for (const r of rows) {
-    sql.run`INSERT INTO transcript (seq, session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions)
+    sql.run`INSERT INTO transcript (seq, session_id, role, content, ts, run_id, tool_name, tool_call_id, redactions, tokens)
             VALUES (${r.seq}, ${r.session_id}, ${r.role}, ${r.content}, ${r.ts}, ${r.run_id}, ${r.tool_name}, ${r.tool_call_id},
-                    ${JSON.stringify(r.redactions)})
+                    ${JSON.stringify(r.redactions)}, ${tokensOf(r)})
             ON CONFLICT (seq) DO NOTHING`;
   }
 }
@@ -128,9 +155,10 @@ export function recentOfRole(
   }));
 }
 
-/** Replaces a stored row's content (a redaction found later) and its `redactions` paths. */
+/** Replaces a stored row's content (a redaction found later) and its `redactions` paths; the estimate follows. */
 export function rewriteContent(sql: Sql, seq: number, content: string, redactions: readonly string[]): void {
-  sql.run`UPDATE transcript SET content = ${content}, redactions = ${JSON.stringify(redactions)} WHERE seq = ${seq}`;
+  // The estimate is left NULL: the next history page that reads the row estimates it again (`historyPage`).
+  sql.run`UPDATE transcript SET content = ${content}, redactions = ${JSON.stringify(redactions)}, tokens = NULL WHERE seq = ${seq}`;
 }
 
 /** The R2 key of a generation's newest archived part (turns archived under maxTurns / maxBytes), if any. */

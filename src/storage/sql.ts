@@ -19,6 +19,13 @@ export class SqlError extends Error {
   }
 }
 
+/**
+ * How much SQL this isolate has run through `createSql` and `migrate`: calls into SQLite and the statements
+ * they carried (a schema script counts each of its statements). Tests read it to count a turn's statements
+ * exactly (issue 23); two additions per call.
+ */
+export const sqlWork = { execs: 0, statements: 0, trace: undefined as string[] | undefined };
+
 export interface Sql {
   /** All rows of a query. */
   all<Row extends Record<string, SqlStorageValue>>(strings: TemplateStringsArray, ...values: SqlValue[]): Row[];
@@ -26,27 +33,41 @@ export interface Sql {
   one<Row extends Record<string, SqlStorageValue>>(strings: TemplateStringsArray, ...values: SqlValue[]): Row | undefined;
   /** Runs a statement; returns SQLite's rows-written count (index writes included): 0 means nothing changed. */
   run(strings: TemplateStringsArray, ...values: SqlValue[]): number;
-  /** Runs a script of several statements without parameters (schema migrations). */
-  script(text: string): void;
+  /** Runs a script of `statements` statements (default 1) without parameters (schema migrations). */
+  script(text: string, statements?: number): void;
+}
+
+/** The storage behind each `Sql` made here: every `Sql` over one object's storage shares what is kept per object. */
+const origins = new WeakMap<Sql, SqlStorage>();
+
+/** What identifies the database behind `sql` (its SqlStorage; `sql` itself when it was not made by `createSql`). */
+export function databaseOf(sql: Sql): object {
+  return origins.get(sql) ?? sql;
 }
 
 /** Wraps `ctx.storage.sql`. */
 export function createSql(storage: SqlStorage): Sql {
   const exec = <Row extends Record<string, SqlStorageValue>>(strings: TemplateStringsArray, values: SqlValue[]) => {
     const query = strings.join("?");
+    sqlWork.execs++;
+    sqlWork.statements++;
+    sqlWork.trace?.push(query);
     try {
       return storage.exec<Row>(query, ...values);
     } catch (err) {
       throw new SqlError(query, err);
     }
   };
-  return {
+  const sql: Sql = {
     all: <Row extends Record<string, SqlStorageValue>>(strings: TemplateStringsArray, ...values: SqlValue[]) =>
       exec<Row>(strings, values).toArray(),
     one: <Row extends Record<string, SqlStorageValue>>(strings: TemplateStringsArray, ...values: SqlValue[]) =>
       exec<Row>(strings, values).toArray()[0],
     run: (strings, ...values) => exec(strings, values).rowsWritten,
-    script: (text) => {
+    script: (text, statements = 1) => {
+      sqlWork.execs++;
+      sqlWork.statements += statements;
+      sqlWork.trace?.push(text.slice(0, 60));
       try {
         storage.exec(text);
       } catch (err) {
@@ -54,10 +75,15 @@ export function createSql(storage: SqlStorage): Sql {
       }
     },
   };
+  origins.set(sql, storage);
+  return sql;
 }
 
-/** An ordered list of schema migrations; entry i takes the schema from version i to i+1. */
-export type Migrations = readonly string[];
+/**
+ * An ordered list of schema migrations; entry i takes the schema from version i to i+1: a script, or a step
+ * that must look at the data first (e.g. drop a table only if it is empty).
+ */
+export type Migrations = readonly (string | ((sql: Sql) => void))[];
 
 /**
  * The schema a list of migrations produces, as the `CREATE …` statements SQLite itself keeps in
@@ -123,7 +149,7 @@ export function migrate(
   if (snapshot) {
     const latest = migrations.length;
     storage.transactionSync(() => {
-      sql.script(snapshot.join(";\n")); // one exec: ~30 statements, no crossing per statement
+      sql.script(snapshot.join(";\n"), snapshot.length); // one exec: ~30 statements, no crossing per statement
       sql.run`INSERT INTO _schema (id, version) VALUES (1, ${latest}) ON CONFLICT (id) DO UPDATE SET version = excluded.version`;
     });
     return latest;
@@ -131,7 +157,9 @@ export function migrate(
   while (version < migrations.length) {
     const next = version + 1;
     storage.transactionSync(() => {
-      sql.script(migrations[version] as string);
+      const step = migrations[version] as Migrations[number];
+      if (typeof step === "function") step(sql);
+      else sql.script(step);
       sql.run`INSERT INTO _schema (id, version) VALUES (1, ${next}) ON CONFLICT (id) DO UPDATE SET version = excluded.version`;
     });
     version = next;

@@ -105,26 +105,29 @@ describe("new-object schema fast path (issue 12)", () => {
       SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name <> '_schema' ORDER BY type, name`;
 
   it("a brand-new object given the recorded snapshot has exactly the schema of every migration applied in turn", async () => {
+    // v1–v15: since v16 a new object's schema has no memory tables (created when first written, D-055), so the
+    // FTS5 virtual table this test replays is the one of the list as it stood before v16.
+    const WITH_FTS5 = SESSION_MIGRATIONS.slice(0, 15);
     await runInDurableObject(stub("schema-fast-path-1"), async (_i: SessionDO, state) => {
       const sql = createSql(state.storage.sql);
       const snapshots = new Map();
       // Empty the object (deleteAll drops every table), then the step-by-step path, which records the snapshot.
       await state.storage.deleteAll();
       expect(dump(sql)).toEqual([]);
-      expect(migrate(state.storage, sql, SESSION_MIGRATIONS, snapshots)).toBe(SESSION_MIGRATIONS.length);
+      expect(migrate(state.storage, sql, WITH_FTS5, snapshots)).toBe(WITH_FTS5.length);
       const stepwise = dump(sql);
       expect(stepwise.filter((r) => r.type === "table").length).toBeGreaterThan(20);
-      const snapshot = snapshots.get(SESSION_MIGRATIONS) as string[];
+      const snapshot = snapshots.get(WITH_FTS5) as string[];
       expect(snapshot.some((s) => s.startsWith("CREATE VIRTUAL TABLE"))).toBe(true);
       expect(snapshot.some((s) => s.startsWith("CREATE TRIGGER"))).toBe(true);
       // Empty again: this time the snapshot path (one transaction), the result identical, column for column.
       await state.storage.deleteAll();
-      snapshots.set(SESSION_MIGRATIONS, [...snapshot, "CREATE TABLE fast_path_marker (x INTEGER)"]);
-      expect(migrate(state.storage, sql, SESSION_MIGRATIONS, snapshots)).toBe(SESSION_MIGRATIONS.length);
+      snapshots.set(WITH_FTS5, [...snapshot, "CREATE TABLE fast_path_marker (x INTEGER)"]);
+      expect(migrate(state.storage, sql, WITH_FTS5, snapshots)).toBe(WITH_FTS5.length);
       expect(sql.all`SELECT name FROM sqlite_master WHERE name = 'fast_path_marker'`).toHaveLength(1); // it took the fast path
       state.storage.sql.exec("DROP TABLE fast_path_marker");
       expect(dump(sql)).toEqual(stepwise);
-      expect(sql.one`SELECT version FROM _schema`).toEqual({ version: SESSION_MIGRATIONS.length });
+      expect(sql.one`SELECT version FROM _schema`).toEqual({ version: WITH_FTS5.length });
       // The schema works: FTS5 and the size triggers included.
       state.storage.sql.exec("INSERT INTO memory_fts (id, text) VALUES ('m1', 'hello fast path')");
       expect(state.storage.sql.exec("SELECT id FROM memory_fts WHERE memory_fts MATCH 'fast'").toArray()).toEqual([{ id: "m1" }]);

@@ -11,6 +11,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { GatewayError } from "../../errors";
 import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../../runs/approvals";
+import { forgetBacklog } from "../../runs/backlog";
 import { findSessionKey } from "../../sessions/index-d1";
 import { SESSION_ID } from "../../sessions/keys";
 import type { SessionDO } from "../../sessions/SessionDO";
@@ -214,6 +215,7 @@ export function adminApprovalRoutes(): OpenAPIHono<AppEnv> {
     const result = (await approvalStub(c, approval_id).decideApproval(approval_id, body.decision, "admin", body.reason ?? null)) as
       | { ok: true; approval: ApprovalRow }
       | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow };
+    forgetBacklog(); // this isolate's early backlog check sees the decision at once (src/runs/backlog.ts)
     if (result.ok) return c.json(view(result.approval), 200);
     if (result.reason === "not_found") throw new GatewayError("resource.not_found", `no approval ${approval_id}`);
     if (result.reason === "expired")
