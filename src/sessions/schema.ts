@@ -6,6 +6,7 @@
 import { REPLY_SCHEMA } from "../channels/replies";
 import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
+import { INDEX_OUTBOX_SCHEMA } from "./index-outbox-store";
 
 export const SESSION_MIGRATIONS: Migrations = [
   // v1: what the object knows about itself.
@@ -246,4 +247,11 @@ export const SESSION_MIGRATIONS: Migrations = [
   REPLY_SCHEMA,
   // v14: a finished job run's status and automation completion are written to its D1 firing row once (issue 21 §1).
   `ALTER TABLE runs ADD COLUMN firing_reported INTEGER NOT NULL DEFAULT 0;`,
+  // v15: the index outbox (issue 23): D1 index rows queued by triggers in the transaction of the change they
+  // reflect, shipped in one D1 batch per shipping window. Queued once here: runs whose last index write failed
+  // (never retried before this version), the session row and its generations — upserts, so re-shipping is harmless.
+  `${INDEX_OUTBOX_SCHEMA}
+   INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'run', id FROM runs WHERE indexed = 0;
+   INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'session', '' FROM session_state;
+   INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'generation', session_id FROM generations;`,
 ];
