@@ -27,9 +27,20 @@ interface D1Plan {
   prepared: number;
   /** Statements in batches that D1 applied. */
   applied: number;
+  /** Statements handed to batches (the others ran one D1 call each). */
+  batched: number;
 }
 
-const plan = (p: Partial<D1Plan> = {}): D1Plan => ({ fail: 0, ackLost: 0, hold: null, batches: 0, prepared: 0, applied: 0, ...p });
+const plan = (p: Partial<D1Plan> = {}): D1Plan => ({
+  fail: 0,
+  ackLost: 0,
+  hold: null,
+  batches: 0,
+  prepared: 0,
+  applied: 0,
+  batched: 0,
+  ...p,
+});
 
 /** The D1 binding `real`, with failures injected and calls counted per `p`. */
 function injectedD1(real: D1Database, p: D1Plan): D1Database {
@@ -43,6 +54,7 @@ function injectedD1(real: D1Database, p: D1Plan): D1Database {
       if (prop === "batch")
         return async (statements: D1PreparedStatement[]) => {
           p.batches++;
+          p.batched += statements.length;
           if (p.hold) await p.hold;
           if (p.fail > 0) {
             p.fail--;
@@ -105,9 +117,11 @@ const drained = (stub: DurableObjectStub) => inSession(stub, (cx) => indexBacklo
 /** The D1 rows of a session key, per index table. */
 async function d1Rows(key: string, agentId: string) {
   const count = async (q: string, ...binds: unknown[]) =>
-    ((await env.DB.prepare(q)
-      .bind(...binds)
-      .first<{ n: number }>()) as { n: number }).n;
+    (
+      (await env.DB.prepare(q)
+        .bind(...binds)
+        .first<{ n: number }>()) as { n: number }
+    ).n;
   return {
     sessions: await count("SELECT COUNT(*) AS n FROM sessions WHERE session_key = ?1", key),
     generations: await count("SELECT COUNT(*) AS n FROM session_generations WHERE session_key = ?1", key),
@@ -249,7 +263,7 @@ describe("ISSUE23 shipping window: one audit segment and one D1 batch per window
     const verify = await call(app, "GET", `/api/admin/audit/verify?agent_id=${agentId}&date=${today()}`, undefined, ADMIN);
     expect(verify.body).toMatchObject({ ok: true, segments: r2.segments, streams: 1 });
     console.log(
-      `ISSUE23 figures: ${turns} plain turns in ${elapsed} ms → D1 batches ${d1.batches}, D1 statements ${d1.prepared} (applied ${d1.applied}), R2 audit segments ${r2.segments}, R2 bundles ${r2.bundles}`,
+      `ISSUE23 figures: ${turns} plain turns in ${elapsed} ms → D1 calls ${d1.prepared - d1.batched + d1.batches} (batches ${d1.batches}), D1 statements ${d1.prepared} (index rows applied ${d1.applied}), R2 audit segments ${r2.segments}, R2 bundles ${r2.bundles}`,
     );
   });
 });
