@@ -12,6 +12,7 @@ import type { SessionContext } from "./context";
 import { generationIndexStatement, sessionIndexStatement } from "./index-d1";
 import { deleteShippedRows, generationStartedAt, type IndexOutboxRow, queuedIndexRows, runIndexSource } from "./index-outbox-store";
 import { readSession, type SessionRef } from "./session-store";
+import { openShippingWindow } from "./ship-window";
 
 /** Rows per D1 batch: a window of a busy session fits in one; more go in further batches of the same window. */
 export const INDEX_BATCH_ROWS = 50;
@@ -102,4 +103,14 @@ export class IndexShipper {
     this.#retryAt = null;
     return true;
   }
+}
+
+/**
+ * Ships the queued index rows now, before the caller answers: a new session or generation is listed when the call
+ * that made it returns (admin lists read D1). Never throws: after a failure the rows stay queued and the shipping
+ * window retries them. A pass running meanwhile may send the same rows too: upserts, so nothing is duplicated.
+ */
+export async function shipIndexNow(cx: SessionContext): Promise<void> {
+  const shipped = await new IndexShipper(cx).ship(Date.now()).catch(() => false);
+  if (!shipped) await openShippingWindow(cx.storage);
 }

@@ -1,17 +1,19 @@
 /**
  * Who the session is and where it is listed: creating the session on first use (its row and its first generation;
- * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped later, so a
- * D1 failure can neither fail the call nor leave the session unlisted), reading it back, its S5 type, and keeping
- * the D1 index row's `updated_at` roughly current. Everything that needs "the session" asks here.
+ * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped before the
+ * call answers, best effort, so a D1 failure can neither fail the call nor leave the session unlisted), reading it
+ * back, its S5 type, and keeping the D1 index row's `updated_at` roughly current. Everything that needs "the
+ * session" asks here.
  */
 import type { SessionType } from "../tools/registry";
 import type { SessionContext } from "./context";
 import { newId } from "./context";
 import { insertGeneration } from "./generation-store";
+import { shipIndexNow } from "./index-outbox";
 import { queueIndexRow } from "./index-outbox-store";
 import { parseSessionKey } from "./keys";
 import { insertSession, metaValue, readSession, readSessionType, type SessionRef, setMeta } from "./session-store";
-import { openShippingWindow, SHIP_WINDOW_MS, shipNow } from "./ship-window";
+import { openShippingWindow } from "./ship-window";
 
 export type { SessionRef } from "./session-store";
 
@@ -54,8 +56,9 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
     insertGeneration(cx.sql, ref.sessionId, now);
     setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
-  // Within a window: the turn that created the session usually ends sooner and ships them with its own rows.
-  await openShippingWindow(cx.storage, SHIP_WINDOW_MS);
+  // Listed before the call answers, as before issue 23 — but a D1 failure now leaves the rows queued for the
+  // shipping window to retry instead of failing the call (and leaving the session unlisted for good).
+  await shipIndexNow(cx);
   return ref;
 }
 
@@ -65,7 +68,7 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
  */
 export async function indexGeneration(cx: SessionContext, _ref: SessionRef): Promise<void> {
   setMeta(cx.sql, "indexed_at", String(Date.now()));
-  await shipNow(cx.storage);
+  await shipIndexNow(cx);
 }
 
 /**
@@ -82,5 +85,5 @@ export async function refreshIndex(cx: SessionContext, _sessionKey: string, _ses
     setMeta(cx.sql, "indexed_at", String(now));
   });
   // Forced: a resumed generation, shipped before the admin action answers (like indexGeneration).
-  await (force ? shipNow(cx.storage) : openShippingWindow(cx.storage));
+  await (force ? shipIndexNow(cx) : openShippingWindow(cx.storage));
 }

@@ -33,36 +33,18 @@ export function windowOf(storage: DurableObjectStorage): ShipWindow {
 }
 
 /**
- * Something was queued for shipping: makes sure a pass ships it — at once, or a window after the last pass, or
- * `delayMs` from now if that is later (a new session waits for the turn that follows, to ship both in one pass;
- * the turn's end pulls the pass forward). A timer runs the pass; an alarm set for a window later ships it even if
- * this instance is evicted first. No storage I/O when a pass is already due by then.
+ * Something was queued for shipping: makes sure a pass ships it — at once, or a window after the last pass. A timer
+ * runs the pass; an alarm set for a window later ships it even if this instance is evicted first. No storage I/O
+ * when a window is open already.
  */
-export async function openShippingWindow(storage: DurableObjectStorage, delayMs = 0): Promise<void> {
+export async function openShippingWindow(storage: DurableObjectStorage): Promise<void> {
   const w = windowOf(storage);
   const now = Date.now();
-  const dueAt = Math.max(now + delayMs, w.lastPassAt + SHIP_WINDOW_MS);
-  if (w.dueAt !== null && w.dueAt <= dueAt) return;
-  const first = w.dueAt === null;
+  const dueAt = Math.max(now, w.lastPassAt + SHIP_WINDOW_MS);
+  if (w.dueAt !== null) return;
   w.dueAt = dueAt;
-  // A timer of an earlier, later-due window finds its pass done (or not yet due) and does nothing.
-  setTimeout(() => {
-    if (w.dueAt !== null && Date.now() >= w.dueAt) void w.ship?.();
-  }, dueAt - now);
-  if (!first) return;
+  setTimeout(() => void w.ship?.(), dueAt - now);
   const backup = dueAt + SHIP_WINDOW_MS;
   const at = await storage.getAlarm();
   if (at === null || at > backup) await storage.setAlarm(backup);
-}
-
-/**
- * Ships what is queued now and waits for it (admin actions that change which generation is current, so the admin
- * lists show it when they answer). A failure is not thrown: the rows stay queued and are retried.
- */
-export async function shipNow(storage: DurableObjectStorage): Promise<void> {
-  const w = windowOf(storage);
-  if (!w.ship) return openShippingWindow(storage);
-  await w.ship();
-  // A pass already under way may have read the outbox before this call's rows were queued: one more.
-  await w.ship();
 }
