@@ -95,15 +95,20 @@ export interface ApprovalIndexRow {
   decided_at: string | null;
 }
 
+/** Creates or updates an approval's index row. */
 export async function indexApproval(db: D1Database, r: ApprovalIndexRow): Promise<void> {
-  await db
+  await approvalIndexStatement(db, r).run();
+}
+
+/** The upsert of an approval's index row, for a batch (idempotent: a retried batch changes nothing). */
+export function approvalIndexStatement(db: D1Database, r: ApprovalIndexRow): D1PreparedStatement {
+  return db
     .prepare(
       `INSERT INTO approvals (approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at)
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
        ON CONFLICT (approval_id) DO UPDATE SET status = excluded.status, decided_at = excluded.decided_at`,
     )
-    .bind(r.approval_id, r.agent_id, r.run_id, r.session_key, r.tool, r.status, r.created_at, r.expires_at, r.decided_at)
-    .run();
+    .bind(r.approval_id, r.agent_id, r.run_id, r.session_key, r.tool, r.status, r.created_at, r.expires_at, r.decided_at);
 }
 
 /** Approvals matching the filters, newest first: (created_at, approval_id) descending, a stable and unique order. */

@@ -1,7 +1,7 @@
 /**
  * The D1 run index (migrations/0003_runs.sql): which runs exist, for listing.
- * Written by the SessionDO when a run is queued and when it finishes; reading
- * one run never needs it (the run id names its object).
+ * Shipped by the SessionDO's index outbox (src/sessions/index-outbox.ts) within a second of a run's change;
+ * reading one run never needs it (the run id names its object).
  */
 
 export interface RunIndexRow {
@@ -18,14 +18,22 @@ export interface RunIndexRow {
 
 /** Creates or updates a run's index row. */
 export async function indexRun(db: D1Database, r: RunIndexRow): Promise<void> {
-  await db
+  await runIndexStatement(db, r).run();
+}
+
+/**
+ * The upsert of a run's index row, for a batch. Idempotent, and never moves a row back to an older state: a batch
+ * retried (or delivered late by an evicted instance) after a newer one changes nothing.
+ */
+export function runIndexStatement(db: D1Database, r: RunIndexRow): D1PreparedStatement {
+  return db
     .prepare(
       `INSERT INTO runs (run_id, agent_id, session_key, session_id, caller_id, source, status, created_at, updated_at)
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-       ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`,
+       ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
+       WHERE excluded.updated_at >= runs.updated_at`,
     )
-    .bind(r.run_id, r.agent_id, r.session_key, r.session_id, r.caller_id, r.source, r.status, r.created_at, r.updated_at)
-    .run();
+    .bind(r.run_id, r.agent_id, r.session_key, r.session_id, r.caller_id, r.source, r.status, r.created_at, r.updated_at);
 }
 
 export interface RunFilters {

@@ -43,9 +43,10 @@ import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
 import { RunWaiters } from "./run-waiters";
 import { SESSION_MIGRATIONS } from "./schema";
-import { auditFlush, recordAuditEvent } from "./session-audit";
+import { recordAuditEvent } from "./session-audit";
 import { ensureSession, type SessionIdentity, sessionType } from "./session-state";
 import { markCreated } from "./session-store";
+import { Shipping } from "./shipping";
 import { getSystemPrompt, type SystemPromptAnswer, setSystemPrompt } from "./system-prompt";
 import { idempotencyPurge, type ToolCallbackAnswer, type ToolCallbackPolicy, ToolCallbacks } from "./tool-callbacks";
 import type { TranscriptRow } from "./transcript";
@@ -79,8 +80,7 @@ export class SessionDO extends DurableObject<Env> {
       approvalExpiry(cx, this.#engine),
       idempotencyPurge(cx),
       drain,
-      auditFlush(cx),
-      new RunBundles(cx),
+      new Shipping(cx, new RunBundles(cx)),
       jobNotifications(cx),
       firingReports(cx),
       channelReplies(cx),

@@ -1,30 +1,24 @@
 /**
  * The D1 session index (migrations/0002_sessions.sql): which sessions exist,
- * for listing with filters, and which session key a `session_id` belongs to.
+ * for listing with filters, and which session key a `session_id` belongs to. Shipped by the SessionDO's index
+ * outbox (src/sessions/index-outbox.ts); the statements here are the rows of its batches.
  */
 import { parseSessionKey } from "./keys";
 
-/** Records a generation (session_id → session key) and points the session's index row at it: one round trip. */
-export async function recordSessionGeneration(
+/** The insert that records a generation (session_id → session key), for a batch (idempotent). */
+export function generationIndexStatement(
   db: D1Database,
-  g: { sessionKey: string; agentId: string; sessionId: string },
-): Promise<void> {
-  await db.batch([
-    db
-      .prepare(
-        "INSERT INTO session_generations (session_id, session_key, agent_id, started_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id) DO NOTHING",
-      )
-      .bind(g.sessionId, g.sessionKey, g.agentId, new Date().toISOString()),
-    sessionIndexStatement(db, g.sessionKey, g.sessionId),
-  ]);
+  g: { sessionKey: string; agentId: string; sessionId: string; startedAt: string },
+): D1PreparedStatement {
+  return db
+    .prepare(
+      "INSERT INTO session_generations (session_id, session_key, agent_id, started_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id) DO NOTHING",
+    )
+    .bind(g.sessionId, g.sessionKey, g.agentId, g.startedAt);
 }
 
-/** Creates or refreshes a session's index row with its current generation. */
-export async function upsertSessionIndex(db: D1Database, sessionKey: string, sessionId: string): Promise<void> {
-  await sessionIndexStatement(db, sessionKey, sessionId).run();
-}
-
-function sessionIndexStatement(db: D1Database, sessionKey: string, sessionId: string): D1PreparedStatement {
+/** The upsert of a session's index row pointing at its current generation, for a batch (idempotent). */
+export function sessionIndexStatement(db: D1Database, sessionKey: string, sessionId: string): D1PreparedStatement {
   const parsed = parseSessionKey(sessionKey);
   if (!parsed.ok) throw new Error(parsed.error);
   const k = parsed.key;

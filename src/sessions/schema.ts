@@ -6,6 +6,7 @@
 import { REPLY_SCHEMA } from "../channels/replies";
 import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
+import { INDEX_OUTBOX_SCHEMA } from "./index-outbox-store";
 import { dropMemoryIfEmpty } from "./lazy-tables";
 
 export const SESSION_MIGRATIONS: Migrations = [
@@ -254,4 +255,11 @@ export const SESSION_MIGRATIONS: Migrations = [
   // v16 (issue 23, D-055): session memory is created when first written (src/sessions/lazy-tables.ts), so a new
   // object's schema lacks it; an object that holds memory items keeps its tables. No later migration touches them.
   dropMemoryIfEmpty,
+  // v17: the index outbox (issue 23): D1 index rows queued by triggers in the transaction of the change they
+  // reflect, shipped in one D1 batch per shipping window. Queued once here: runs whose last index write failed
+  // (never retried before this version), the session row and its generations — upserts, so re-shipping is harmless.
+  `${INDEX_OUTBOX_SCHEMA}
+   INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'run', id FROM runs WHERE indexed = 0;
+   INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'session', '' FROM session_state;
+   INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'generation', session_id FROM generations;`,
 ];

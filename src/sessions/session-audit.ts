@@ -1,16 +1,15 @@
 /**
  * The session's audit stream (S3 §3): events queued in the object's outbox in the same transaction as the change
- * they record, and the capability that ships the outbox to R2 later (create-only segments, hash-chained per day).
- * Queueing is work a turn does before it replies; shipping is not.
+ * they record, and the flush that ships the outbox to R2 later (create-only segments, hash-chained per day), from
+ * the shipping pass (shipping.ts). Queueing is work a turn does before it replies; shipping is not.
  */
 import { auditEvent } from "../audit/event";
-import { enqueueAudit, flushAudit, nextFlushAt } from "../audit/outbox";
-import { recordAuditStream } from "../audit/streams";
+import { enqueueAudit, flushAudit } from "../audit/outbox";
 import { secretValuesFromEnv } from "../security/redact";
-import { type AlarmCapability, alarmNow } from "./capabilities";
 import type { SessionContext } from "./context";
 import { currentSession, ensureSession, type SessionIdentity } from "./session-state";
 import { nextAuditSeq, readSession } from "./session-store";
+import { openShippingWindow } from "./ship-window";
 
 /** Queues an audit event outside a run's lifecycle (its own per-session seq); call inside a transaction. */
 export function enqueueSessionAudit(
@@ -31,10 +30,10 @@ export function enqueueSessionAudit(
   );
 }
 
-/** Records an admin action on this session as an audit event (S3 §3), and makes sure the alarm will ship it. */
+/** Records an admin action on this session as an audit event (S3 §3), and opens a shipping window for it. */
 export async function auditAdmin(cx: SessionContext, eventType: string, payload: Record<string, unknown>): Promise<void> {
   cx.storage.transactionSync(() => enqueueSessionAudit(cx, eventType, "admin", payload));
-  await alarmNow(cx.storage);
+  await openShippingWindow(cx.storage);
 }
 
 /**
@@ -50,25 +49,16 @@ export async function recordAuditEvent(
 ): Promise<void> {
   await ensureSession(cx, identity);
   cx.storage.transactionSync(() => enqueueSessionAudit(cx, eventType, actor, payload));
-  await alarmNow(cx.storage);
+  await openShippingWindow(cx.storage);
 }
 
-/** Capability: sends the audit outbox to R2 (retried with backoff after a failure, per the outbox's own record). */
-export function auditFlush(cx: SessionContext): AlarmCapability {
-  return {
-    name: "audit-flush",
-    nextAlarmAt: (now) => nextFlushAt(cx.sql, now),
-    onAlarm: async () => {
-      const session = readSession(cx.sql);
-      if (!session) return;
-      await flushAudit({
-        sql: cx.sql,
-        storage: cx.storage,
-        bucket: cx.env.AUDIT,
-        stream: cx.objectId,
-        agentId: session.agentId,
-        onFirstSegment: (day) => recordAuditStream(cx.env.DB, session.agentId, day, cx.objectId),
-      });
-    },
-  };
+/**
+ * Sends the audit outbox to R2 (one segment per day's worth of waiting events; backoff after a failure, per the
+ * outbox's own record). A day's first segment inserts its chain head, whose trigger queues the audit-stream index
+ * row in the same transaction (index-outbox-store.ts): the D1 stream index is shipped with the next index batch.
+ */
+export async function flushSessionAudit(cx: SessionContext): Promise<void> {
+  const session = readSession(cx.sql);
+  if (!session) return;
+  await flushAudit({ sql: cx.sql, storage: cx.storage, bucket: cx.env.AUDIT, stream: cx.objectId, agentId: session.agentId });
 }

@@ -1,15 +1,19 @@
 /**
- * Who the session is and where it is listed: creating the session on first use (its row, its first generation
- * and its D1 index rows), reading it back, its S5 type, and keeping the D1 index row's `updated_at` roughly
- * current. Everything that needs "the session" asks here.
+ * Who the session is and where it is listed: creating the session on first use (its row and its first generation;
+ * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped before the
+ * call answers, best effort, so a D1 failure can neither fail the call nor leave the session unlisted), reading it
+ * back, its S5 type, and keeping the D1 index row's `updated_at` roughly current. Everything that needs "the
+ * session" asks here.
  */
 import type { SessionType } from "../tools/registry";
 import type { SessionContext } from "./context";
 import { newId } from "./context";
 import { insertGeneration } from "./generation-store";
-import { recordSessionGeneration, upsertSessionIndex } from "./index-d1";
+import { shipIndexNow } from "./index-outbox";
+import { queueIndexRow } from "./index-outbox-store";
 import { parseSessionKey } from "./keys";
 import { insertSession, metaValue, readSession, readSessionType, type SessionRef, setMeta } from "./session-store";
+import { openShippingWindow } from "./ship-window";
 
 export type { SessionRef } from "./session-store";
 
@@ -47,27 +51,39 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
   const ref = { sessionKey: identity.sessionKey, agentId: identity.agentId, sessionId: newId("ses") };
   const now = new Date().toISOString();
   cx.storage.transactionSync(() => {
+    // Their triggers queue the session and generation index rows in this same transaction.
     insertSession(cx.sql, ref, identity.sessionType ?? "ordinary");
     insertGeneration(cx.sql, ref.sessionId, now);
+    setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
-  await indexGeneration(cx, ref);
+  // Listed before the call answers, as before issue 23 — but a D1 failure now leaves the rows queued for the
+  // shipping window to retry instead of failing the call (and leaving the session unlisted for good).
+  await shipIndexNow(cx);
   return ref;
 }
 
-/** Lists a new generation in D1 (sessions and generations index) and notes when. */
-export async function indexGeneration(cx: SessionContext, ref: SessionRef): Promise<void> {
-  await recordSessionGeneration(cx.env.DB, ref);
+/**
+ * A new generation is listed in D1 (sessions and generations index): its insert queued the rows (triggers); this
+ * notes when and ships them before the admin action answers (rare, so no window; a failure is retried later).
+ */
+export async function indexGeneration(cx: SessionContext, _ref: SessionRef): Promise<void> {
   setMeta(cx.sql, "indexed_at", String(Date.now()));
+  await shipIndexNow(cx);
 }
 
 /**
- * Keeps the D1 index row's `updated_at` roughly current without a D1 write on every message: at most one
- * refresh per INDEX_REFRESH_MS, or at once when forced (a resumed generation).
+ * Keeps the D1 index row's `updated_at` roughly current without a D1 statement on every message: queues the
+ * session row at most once per INDEX_REFRESH_MS, or at once when forced (a resumed generation's pointer moved —
+ * its trigger has queued it too). The row carries the current generation when it ships.
  */
-export async function refreshIndex(cx: SessionContext, sessionKey: string, sessionId: string, force = false): Promise<void> {
+export async function refreshIndex(cx: SessionContext, _sessionKey: string, _sessionId: string, force = false): Promise<void> {
   const now = Date.now();
   const last = Number(metaValue(cx.sql, "indexed_at") ?? 0);
   if (!force && now - last < INDEX_REFRESH_MS) return;
-  await upsertSessionIndex(cx.env.DB, sessionKey, sessionId);
-  setMeta(cx.sql, "indexed_at", String(now));
+  cx.storage.transactionSync(() => {
+    queueIndexRow(cx.sql, "session", "");
+    setMeta(cx.sql, "indexed_at", String(now));
+  });
+  // Forced: a resumed generation, shipped before the admin action answers (like indexGeneration).
+  await (force ? shipIndexNow(cx) : openShippingWindow(cx.storage));
 }

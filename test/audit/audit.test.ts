@@ -262,6 +262,34 @@ describe("tamper evidence (hash chain per stream and day)", () => {
     const r = await verifySegments([{ key: segmentKey("a", today(), 1, stream, 1), body }]);
     expect(r).toMatchObject({ ok: false, first: { problem: "the events do not match the header or are not valid audit events" } });
   });
+  it("ISSUE23 a segment written after the stream's head was read is no break; a removed tail and an altered head still are", async () => {
+    const stream = "b".repeat(64);
+    const bodies: string[] = [];
+    let prev = GENESIS;
+    for (let counter = 1; counter <= 3; counter++) {
+      const body = segmentBody({ stream, counter, prev_sha256: prev, events: 1 }, [event(counter)]);
+      bodies.push(body);
+      prev = await segmentSha256(body);
+    }
+    const segments = bodies.map((body, i) => ({ key: segmentKey("a", today(), 1000 + i, stream, i + 1), body }));
+    const sha = (i: number) => segmentSha256(bodies[i] as string);
+    // The head was read when 2 segments existed; the third landed before the listing (a flush during verify).
+    expect(await verifySegments(segments, new Map([[stream, { counter: 2, sha256: await sha(1) }]]))).toEqual({
+      ok: true,
+      segments: 3,
+      events: 3,
+      streams: 1,
+    });
+    // Read before the day's first flush (counter 0): everything listed came after it.
+    expect(await verifySegments(segments, new Map([[stream, { counter: 0, sha256: GENESIS }]]))).toMatchObject({ ok: true });
+    // The head counts 3 but only 2 are listed: the tail was removed.
+    expect(await verifySegments(segments.slice(0, 2), new Map([[stream, { counter: 3, sha256: await sha(2) }]]))).toMatchObject({
+      ok: false,
+      first: { problem: "the stream wrote 3 segment(s) but 2 chain up to it: the tail is missing or altered" },
+    });
+    // The head's segment is not the one listed under its number.
+    expect(await verifySegments(segments, new Map([[stream, { counter: 2, sha256: await sha(2) }]]))).toMatchObject({ ok: false });
+  });
 });
 
 describe("run bundles (DESIGN §4, S3 §5 artifact_path)", () => {

@@ -445,7 +445,10 @@ describe("runs: lifecycle events (S3 §2)", () => {
     const app = appFor(runConfig(host, { agentId: "indexed-agent" }));
     const id = await startRun(app, "index me", "indexed-agent");
     await waitForRun(app, id);
-    const list = await call(app, "GET", "/api/admin/runs?agent_id=indexed-agent", undefined, ADMIN_TOKEN);
+    // The index is shipped within the shipping window after the run ends (issue 23), not with the run's commit.
+    const listRuns = () => call(app, "GET", "/api/admin/runs?agent_id=indexed-agent", undefined, ADMIN_TOKEN);
+    await until(async () => (await listRuns()).body.runs?.length > 0);
+    const list = await listRuns();
     expect(list.status).toBe(200);
     expect(list.body.runs).toHaveLength(1);
     expect(list.body.runs[0]).toMatchObject({

@@ -289,7 +289,14 @@ describe("S3 §4 / DESIGN Scheduler: where a firing runs", () => {
     const rows = (await firings("mainlike")) as { run_id: string; session_key: string }[];
     expect(rows.map((f) => f.session_key)).toEqual(["agent:main:main", "agent:main:main"]);
     for (const f of rows) await until(async () => (await runDetail(app, f.run_id)).run.status === "completed");
-    const listed = await call(app, "GET", "/api/admin/runs?agent_id=main&limit=200", undefined, ADMIN);
+    // The D1 run index is shipped within a second of a run's end (issue 23's shipping window), not with it.
+    const listRuns = () => call(app, "GET", "/api/admin/runs?agent_id=main&limit=200", undefined, ADMIN);
+    const ids = (body: { runs: { run_id: string }[] }) => new Set(body.runs.map((r) => r.run_id));
+    await until(async () => {
+      const listedNow = ids((await listRuns()).body);
+      return rows.every((f) => listedNow.has(f.run_id));
+    });
+    const listed = await listRuns();
     const inMain = listed.body.runs.filter(
       (r: { session_key: string; source: string }) => r.session_key === "agent:main:main" && r.source === "job",
     );

@@ -84,15 +84,10 @@ export function adminAuditRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(verifyRoute, async (c) => {
     const { agent_id, date } = c.req.valid("query");
-    const keys = await listKeys(c.env.AUDIT, auditPrefix(agent_id, date));
-    const segments: { key: string; body: string }[] = [];
-    for (const key of keys) {
-      const object = await c.env.AUDIT.get(key);
-      if (object) segments.push({ key, body: await object.text() });
-    }
+    const seen = await listKeys(c.env.AUDIT, auditPrefix(agent_id, date));
     // Each stream's own record of its chain head shows a removed tail; the D1 index shows a stream removed whole.
     const streams = new Set(await auditStreams(c.env.DB, agent_id, date).catch(() => [] as string[]));
-    for (const key of keys) {
+    for (const key of seen) {
       const m = /-([0-9a-f]{64})-\d{6}\.jsonl$/.exec(key);
       if (m?.[1]) streams.add(m[1]);
     }
@@ -103,6 +98,14 @@ export function adminAuditRoutes(): OpenAPIHono<AppEnv> {
       } catch {
         /* not a stream of this namespace: the chain check still runs */
       }
+    }
+    // Listed again after the heads were read, so every segment a head counts is in the list (a stream flushing
+    // meanwhile adds segments past its head, which verifySegments accepts): no false break from that race.
+    const keys = await listKeys(c.env.AUDIT, auditPrefix(agent_id, date));
+    const segments: { key: string; body: string }[] = [];
+    for (const key of keys) {
+      const object = await c.env.AUDIT.get(key);
+      if (object) segments.push({ key, body: await object.text() });
     }
     const result = await verifySegments(segments, heads);
     if (result.ok) return c.json({ ok: true, segments: result.segments, events: result.events, streams: result.streams }, 200);

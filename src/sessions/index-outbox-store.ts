@@ -1,0 +1,80 @@
+/**
+ * The index outbox (issue 23): which D1 index rows of this session wait to be shipped. A row names what changed —
+ * a run, an approval, the session, a generation, an audit stream (a day) — not its contents: the shipper reads the
+ * current state when it ships, so the latest state wins and a thing changed ten times in a window ships once.
+ * Triggers queue the rows, so a row is queued in the very transaction that changes the state it reflects, whoever
+ * writes it. `INSERT OR REPLACE` gives a changed row a new id: the shipper deletes only the ids it shipped, so a
+ * change made while a batch is in flight is shipped by the next one. The only module with SQL for this table.
+ */
+import type { Sql } from "../storage/sql";
+
+/** What an index row describes (one D1 table each). */
+export type IndexKind = "run" | "approval" | "session" | "generation" | "audit_stream";
+
+/** One queued index row: `key` is the run, approval or generation id, the audit day, or "" for the session. */
+export interface IndexOutboxRow {
+  id: number;
+  kind: IndexKind;
+  key: string;
+}
+
+const queue = (kind: IndexKind, key: string) => `INSERT OR REPLACE INTO index_outbox (kind, key) VALUES ('${kind}', ${key});`;
+
+/**
+ * Schema (a SESSION_MIGRATIONS entry): the outbox and the triggers that fill it. A run is listed once it waits for
+ * an approval or ends (a queued or running run is not: most runs end within the window, and their one row is the
+ * final one; a run still running a second after it started is announced by the engine — ship.ts). An approval is
+ * listed when it is requested, by the D1 reservation that guards the pending limits (approvals.ts), and queued here
+ * when it is decided or expires.
+ */
+export const INDEX_OUTBOX_SCHEMA = `CREATE TABLE index_outbox (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     kind TEXT NOT NULL CHECK (kind IN ('run', 'approval', 'session', 'generation', 'audit_stream')),
+     key TEXT NOT NULL,
+     UNIQUE (kind, key)
+   );
+   CREATE TRIGGER index_run_status AFTER UPDATE OF status ON runs
+     WHEN NEW.status IS NOT OLD.status AND NEW.status NOT IN ('queued', 'running') BEGIN ${queue("run", "NEW.id")} END;
+   CREATE TRIGGER index_approval_status AFTER UPDATE OF status ON approvals WHEN NEW.status IS NOT OLD.status BEGIN ${queue("approval", "NEW.id")} END;
+   CREATE TRIGGER index_session_insert AFTER INSERT ON session_state BEGIN ${queue("session", "''")} END;
+   CREATE TRIGGER index_session_generation AFTER UPDATE OF session_id ON session_state BEGIN ${queue("session", "''")} END;
+   CREATE TRIGGER index_generation_insert AFTER INSERT ON generations BEGIN ${queue("generation", "NEW.session_id")} END;
+   CREATE TRIGGER index_audit_stream AFTER INSERT ON audit_heads BEGIN ${queue("audit_stream", "NEW.day")} END;`;
+
+/** Queues an index row by hand (a running run's announcement, the session row's periodic `updated_at` refresh). */
+export function queueIndexRow(sql: Sql, kind: IndexKind, key: string): void {
+  sql.run`INSERT OR REPLACE INTO index_outbox (kind, key) VALUES (${kind}, ${key})`;
+}
+
+/** The oldest queued rows, at most `limit`. */
+export function queuedIndexRows(sql: Sql, limit: number): IndexOutboxRow[] {
+  return sql.all<IndexOutboxRow & Record<string, SqlStorageValue>>`SELECT id, kind, key FROM index_outbox ORDER BY id LIMIT ${limit}`;
+}
+
+/** How many index rows wait. */
+export function indexBacklog(sql: Sql): number {
+  return sql.one<{ n: number }>`SELECT COUNT(*) AS n FROM index_outbox`?.n ?? 0;
+}
+
+/** Removes shipped rows by id (a row re-queued meanwhile has a new id and stays). */
+export function deleteShippedRows(sql: Sql, ids: readonly number[]): void {
+  for (const id of ids) sql.run`DELETE FROM index_outbox WHERE id = ${id}`;
+}
+
+/** The run fields a D1 run index row carries, or undefined when the run is gone. */
+export function runIndexSource(sql: Sql, runId: string) {
+  return sql.one<{
+    agent_id: string;
+    session_id: string;
+    caller_id: string | null;
+    source: string;
+    status: string;
+    created_at: string;
+    updated_at: string;
+  }>`SELECT agent_id, session_id, caller_id, source, status, created_at, updated_at FROM runs WHERE id = ${runId}`;
+}
+
+/** A generation's start time, or undefined when there is no such generation. */
+export function generationStartedAt(sql: Sql, sessionId: string): string | undefined {
+  return sql.one<{ started_at: string }>`SELECT started_at FROM generations WHERE session_id = ${sessionId}`?.started_at;
+}

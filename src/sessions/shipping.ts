@@ -1,0 +1,76 @@
+/**
+ * Shipping in windows (issue 23): what a turn leaves for the outside world — audit events for R2, index rows for
+ * D1, finished runs' bundles for R2 — is already durable in this object's SQLite when the turn replies, so it is
+ * shipped later, together: at most one pass per shipping window (ship-window.ts), and ONE pass writes one audit
+ * segment (per day), ONE D1 batch of index rows and every pending run bundle, however many turns the window saw.
+ * A timer in this instance runs the pass; an alarm is the backup that resumes the shipping after an eviction
+ * (nothing is lost: the outboxes are only emptied after R2/D1 answered). Each part keeps its own retry: R2
+ * segments back off in `audit_pending`, the index batch and bundles in memory (a new instance tries at once).
+ */
+import { nextFlushAt, outboxSize } from "../audit/outbox";
+import type { AlarmCapability } from "./capabilities";
+import type { SessionContext } from "./context";
+import { IndexShipper } from "./index-outbox";
+import { indexBacklog } from "./index-outbox-store";
+import type { RunBundles } from "./run-capabilities";
+import { flushSessionAudit } from "./session-audit";
+import { unbundledFinishedRuns } from "./session-runs-store";
+import { windowOf } from "./ship-window";
+
+/** Capability: the shipping pass (audit segment, run bundles, index batch) when the window closes or a retry is due. */
+export class Shipping implements AlarmCapability {
+  readonly name = "shipping";
+  readonly #cx: SessionContext;
+  readonly #bundles: RunBundles;
+  /** The D1 side (exposed for the measurements in tests). */
+  readonly index: IndexShipper;
+  #inFlight: Promise<void> | null = null;
+
+  /** Ships `cx`'s outboxes, with `bundles` writing the run bundles. */
+  constructor(cx: SessionContext, bundles: RunBundles) {
+    this.#cx = cx;
+    this.#bundles = bundles;
+    this.index = new IndexShipper(cx);
+    windowOf(cx.storage).ship = () => this.ship();
+  }
+
+  /** The earliest time a part has work: the window's end (at once with no window open), or a part's retry. */
+  nextAlarmAt(now: number): number | null {
+    const { sql, storage } = this.#cx;
+    const due = Math.max(now, windowOf(storage).dueAt ?? now);
+    const times: number[] = [];
+    const audit = nextFlushAt(sql, now);
+    if (audit !== null) times.push(Math.max(due, audit));
+    if (unbundledFinishedRuns(sql).length > 0) times.push(Math.max(due, this.#bundles.nextAlarmAt() ?? due));
+    if (indexBacklog(sql) > 0) times.push(Math.max(due, this.index.retryAt() ?? due));
+    return times.length > 0 ? Math.min(...times) : null;
+  }
+
+  /** From the alarm: ships unless a window is open and not yet closed (its timer will). */
+  async onAlarm(now: number): Promise<void> {
+    const dueAt = windowOf(this.#cx.storage).dueAt;
+    if (dueAt !== null && now < dueAt) return;
+    await this.ship();
+  }
+
+  /** One shipping pass; a pass already under way is awaited instead of run twice. */
+  ship(): Promise<void> {
+    this.#inFlight ??= this.#pass().finally(() => {
+      this.#inFlight = null;
+    });
+    return this.#inFlight;
+  }
+
+  async #pass(): Promise<void> {
+    const cx = this.#cx;
+    // Closed first: what is queued from here on opens the next window (a window after this pass).
+    const w = windowOf(cx.storage);
+    w.dueAt = null;
+    w.lastPassAt = Date.now();
+    if (outboxSize(cx.sql) > 0 || nextFlushAt(cx.sql, Date.now()) !== null) await flushSessionAudit(cx);
+    // After the audit flush: a day's first segment queued its audit-stream row, shipped in this same batch.
+    await this.index.ship(Date.now());
+    const bundleRetry = this.#bundles.nextAlarmAt();
+    if (bundleRetry === null || bundleRetry <= Date.now()) await this.#bundles.onAlarm();
+  }
+}
