@@ -3,6 +3,10 @@
  * at a time, in arrival order, driven by the object's alarm (S3 §2, S4 §3,
  * §7, S1 §1.5, DESIGN "Tool calls", "Failure loop").
  *
+ * Runs start inline, in the call that queued them (issue 23, D-051): `drain` is serialized per object, so a
+ * message that arrives while a run executes joins the same drain and runs after it, in arrival order; the
+ * alarm only resumes a drain this instance lost (eviction, crash), and `busy` tells it whether one is live.
+ *
  * A run is a loop of rounds: a tool round when calls are planned (tool-round.ts,
  * gated by gate.ts), else a model round (model-round.ts: buildPrompt →
  * reserveBudget → callModel → interpretReply). Every step is persisted — in one
@@ -26,7 +30,7 @@ import type { Finish, RunContext, RunHost } from "./host";
 import { finishRun, startRun } from "./lifecycle";
 import { modelRound } from "./model-round";
 import { storeReply } from "./round-commits";
-import { recordRefusedTurn } from "./round-prompt";
+import { prefetchRunReads, recordRefusedTurn } from "./round-prompt";
 import { shipRunIndex } from "./ship";
 import type { RunSpec } from "./spec";
 import {
@@ -60,17 +64,60 @@ export class RunEngine {
   readonly #ctx: RunContext;
   /** In-flight work of the run executing now, so that cancel can stop it at once. */
   readonly #controllers = new Map<string, AbortController>();
+  /** The drain executing in this instance, if any (in memory: an evicted instance's drain is resumed by the alarm). */
+  #draining: Promise<void> | null = null;
+  /** Callers waiting for a run to stop (end or pause), handed its last row from memory. */
+  readonly #settled = new Map<string, ((row: RunRow) => void)[]>();
 
   constructor(host: RunHost) {
     this.#ctx = { host, registry: host.registry ?? defaultRegistry, configured: new Map(), envNames: new Map() };
   }
 
-  /** Executes runs until none is queued. Called from the alarm. */
-  async drain(): Promise<void> {
-    for (;;) {
-      const run = nextRunnable(this.#ctx.host.sql);
-      if (!run) return;
-      await this.execute(run);
+  /** Whether a drain is executing in this instance now. */
+  get busy(): boolean {
+    return this.#draining !== null;
+  }
+
+  /**
+   * Executes runs until none is queued; one drain per instance at a time (a call while one is live joins it,
+   * and that drain picks the new run up after the current one). Called inline by enqueue, and by the alarm.
+   */
+  drain(): Promise<void> {
+    if (!this.#draining) this.#draining = Promise.resolve().then(() => this.#drainAll());
+    return this.#draining;
+  }
+
+  /** Resolves with the run's row (from memory) when this instance stops executing it: ended, or paused for approval. */
+  whenStopped(runId: string): Promise<RunRow> {
+    return new Promise((resolve) => {
+      this.#settled.set(runId, [...(this.#settled.get(runId) ?? []), resolve]);
+    });
+  }
+
+  /** Forgets the waiters of a run (a caller that timed out). */
+  forget(runId: string): void {
+    this.#settled.delete(runId);
+  }
+
+  /** Reads the run's D1-held inputs (agent configured? env key names?) before its first commit, so none splits it. */
+  async prefetch(runId: string, spec: RunSpec | undefined): Promise<void> {
+    // Behind a live run the memos still hold that run's answers: this run reads its own when it starts.
+    if (spec && !this.busy) await prefetchRunReads(this.#ctx, runId, spec).catch(() => {});
+  }
+
+  /** The drain loop. It ends in the same step as its empty check: a run queued after it starts a new drain. */
+  async #drainAll(): Promise<void> {
+    try {
+      for (;;) {
+        const run = nextRunnable(this.#ctx.host.sql);
+        if (!run) return;
+        const row = await this.execute(run);
+        const waiting = this.#settled.get(run.id);
+        this.#settled.delete(run.id);
+        for (const resolve of waiting ?? []) resolve(row);
+      }
+    } finally {
+      this.#draining = null;
     }
   }
 
@@ -91,8 +138,8 @@ export class RunEngine {
     return { ok: true, status: "running" };
   }
 
-  /** Executes (or resumes) one run to its end. Never throws: an unexpected error fails the run. */
-  async execute(initial: RunRow): Promise<void> {
+  /** Executes (or resumes) one run to its end (or pause); returns its last row. Never throws: an unexpected error fails the run. */
+  async execute(initial: RunRow): Promise<RunRow> {
     const { sql, storage, logger } = this.#ctx.host;
     const spec = parseSpec(initial);
     const refusal = spec ? tooManyExecutions(initial) : NO_SPEC;
@@ -103,7 +150,7 @@ export class RunEngine {
         finishRun(this.#ctx, initial, refusal ?? NO_SPEC);
       });
       await shipRunIndex(this.#ctx.host, initial.id);
-      return;
+      return getRun(sql, initial.id) as RunRow;
     }
     storage.transactionSync(() => {
       if (initial.status === "queued") startRun(this.#ctx, initial);
@@ -116,7 +163,7 @@ export class RunEngine {
       // A pause is a clean stop, so it does not count towards MAX_EXECUTIONS.
       resetExecutions(sql, run.id);
       await shipRunIndex(this.#ctx.host, run.id);
-      return;
+      return getRun(sql, run.id) as RunRow;
     }
     const current = getRun(sql, run.id) as RunRow;
     if (!isTerminal(current.status)) storage.transactionSync(() => finishRun(this.#ctx, current, finish));
@@ -130,6 +177,7 @@ export class RunEngine {
       tool_calls: ended.tool_calls,
     });
     await shipRunIndex(this.#ctx.host, run.id);
+    return ended;
   }
 
   /** Records a human decision on a pending approval and puts its run back in the queue. Expired → `expired`; decided before → `decided`. */

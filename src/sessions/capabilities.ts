@@ -24,10 +24,22 @@ export interface AlarmCapability {
 }
 
 /**
- * While capabilities run, the alarm stays set this far ahead: if the object is evicted or redeployed mid-run,
- * that alarm wakes it and the work resumes (DESIGN "SessionDO").
+ * While a run or the capabilities run, the alarm stays set this far ahead: if the object is evicted or
+ * redeployed mid-run, that alarm wakes it and the work resumes (DESIGN "SessionDO"). While the work is still
+ * live the alarm only re-arms itself (a heartbeat, like cloudflare/agents' keepAlive), which also keeps the
+ * object from idle eviction. Issue 23: a few seconds, not 60 — and the window in which a turn's rows are shipped.
  */
-export const WATCHDOG_MS = 60_000;
+export const WATCHDOG_MS = 3_000;
+
+/**
+ * Arms the watchdog for work starting now (an inline run): the alarm fires within WATCHDOG_MS unless it already
+ * will sooner. One alarm write per turn at most; none when an earlier turn's watchdog is still pending.
+ */
+export async function armWatchdog(storage: DurableObjectStorage): Promise<void> {
+  const at = Date.now() + WATCHDOG_MS;
+  const current = await storage.getAlarm();
+  if (current === null || current > at) await storage.setAlarm(at);
+}
 
 /**
  * Makes the alarm fire now unless it already will: an alarm set for later (an approval expiry, a stored
