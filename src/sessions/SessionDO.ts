@@ -145,7 +145,7 @@ export class SessionDO extends DurableObject<Env> {
    */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
     const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
-    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine);
+    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
     return queued;
   }
 
@@ -160,7 +160,7 @@ export class SessionDO extends DurableObject<Env> {
     if (queued.duplicate || !input.spec) return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
     // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
     const stopped = this.#engine.whenStopped(queued.runId);
-    await startRuns(this.#cx, this.#engine);
+    await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
     const q = { runId: queued.runId, waitMs, untilPaused: opts.untilPaused };
     return { queued, done: await awaitInline(this.#cx.sql, this.#waiters, this.#engine, stopped, q) };
   }

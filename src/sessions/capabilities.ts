@@ -21,6 +21,11 @@ export interface AlarmCapability {
   nextAlarmAt(now: number): number | null;
   /** Does the work due now. A throw aborts this alarm; the watchdog alarm set before it retries it. */
   onAlarm(now: number): Promise<void>;
+  /**
+   * Work someone is waiting for (a chat reply, a job notification): due as soon as a run ends, not at the next
+   * watchdog — see `AlarmRunner.expedite`. Other work (audit, bundles, index rows) ships with the watchdog.
+   */
+  readonly expedite?: boolean;
 }
 
 /**
@@ -83,6 +88,19 @@ export class AlarmRunner {
       this.#running = false;
     }
     await this.reschedule();
+  }
+
+  /**
+   * Brings the alarm forward to the earliest work of an `expedite` capability, if that is sooner than the alarm
+   * set (called when an inline run ends; no alarm write when nothing waits).
+   */
+  async expedite(): Promise<void> {
+    const now = Date.now();
+    const times = this.#capabilities.flatMap((c) => (c.expedite ? [c.nextAlarmAt(now)] : [])).filter((t): t is number => t !== null);
+    if (times.length === 0) return;
+    const at = Math.max(now, Math.min(...times));
+    const current = await this.#storage.getAlarm();
+    if (current === null || current > at) await this.#storage.setAlarm(at);
   }
 
   /** Sets the alarm to the earliest time any capability has work, or clears it when none has. */

@@ -43,10 +43,16 @@ export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability
   };
 }
 
-/** Starts the queued runs inline, under the object's ordering (one drain at a time), with the watchdog armed. */
-export async function startRuns(cx: SessionContext, engine: RunEngine): Promise<void> {
+/**
+ * Starts the queued runs inline, under the object's ordering (one drain at a time), with the watchdog armed;
+ * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers.
+ */
+export async function startRuns(cx: SessionContext, engine: RunEngine, ended: () => Promise<void>): Promise<void> {
   await armWatchdog(cx.storage);
-  void engine.drain();
+  void engine
+    .drain()
+    .then(ended)
+    .catch(() => {}); // the watchdog alarm retries whatever did not happen
 }
 
 /** Capability: writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */
