@@ -49,6 +49,7 @@ import {
   unfinishedToolCalls,
 } from "./store";
 import { toolRound } from "./tool-round";
+import { dropRound, logTurn } from "./turn-line";
 
 export { setupOnlyReason } from "./gate";
 export type { RunHost } from "./host";
@@ -140,7 +141,7 @@ export class RunEngine {
 
   /** Executes (or resumes) one run to its end (or pause); returns its last row. Never throws: an unexpected error fails the run. */
   async execute(initial: RunRow): Promise<RunRow> {
-    const { sql, storage, logger } = this.#ctx.host;
+    const { sql, storage } = this.#ctx.host;
     const spec = parseSpec(initial);
     const refusal = spec ? tooManyExecutions(initial) : NO_SPEC;
     if (refusal || !spec) {
@@ -162,20 +163,14 @@ export class RunEngine {
       // Waiting for a human: the decision (or the approval's expiry) puts the run back in the queue.
       // A pause is a clean stop, so it does not count towards MAX_EXECUTIONS.
       resetExecutions(sql, run.id);
+      dropRound(this.#ctx, run.id);
       await shipRunIndex(this.#ctx.host, run.id);
       return getRun(sql, run.id) as RunRow;
     }
     const current = getRun(sql, run.id) as RunRow;
     if (!isTerminal(current.status)) storage.transactionSync(() => finishRun(this.#ctx, current, finish));
     const ended = getRun(sql, run.id) as RunRow;
-    logger.log(ended.status === "failed" ? "warn" : "info", "run.finished", {
-      run_id: run.id,
-      agent_id: run.agent_id,
-      status: ended.status,
-      ...(finish.status === "failed" ? { code: finish.code } : {}),
-      rounds: ended.rounds,
-      tool_calls: ended.tool_calls,
-    });
+    logTurn(this.#ctx, ended, finish);
     await shipRunIndex(this.#ctx.host, run.id);
     return ended;
   }

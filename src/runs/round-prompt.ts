@@ -10,7 +10,6 @@ import {
   assemblePromptStack,
   estimatePromptTokens,
   type HistoryMessage,
-  logPromptAssembly,
   type ToolPolicyId,
   toChatMessages,
 } from "../prompts/assemble";
@@ -26,6 +25,7 @@ import { recordRetrieval } from "./round-commits";
 import { offeredTools } from "./run-tools";
 import type { RunSpec } from "./spec";
 import { loadFailureLoop, type RunRow } from "./store";
+import { notePrompt } from "./turn-line";
 
 /** The manifest note of a turn the input disclosure guard refused (issue 21 §10): assembled, never sent. */
 export const REFUSED_TURN_NOTE = `refused before the model call: ${REFUSE_SYSTEM_PROMPT}; no request was sent`;
@@ -64,8 +64,8 @@ export async function buildPrompt(
       ...memoryContext,
     ],
   });
-  // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
-  logPromptAssembly(ctx.host.logger, run.id, prompt.manifest);
+  // S1 §4.1 / S2 §6: per-layer ids, hashes and sizes (L6's hash is the user message's), on the turn's one line.
+  notePrompt(ctx, run.id, run.rounds + 1, prompt.manifest);
   const messages: ChatCompletionMessageParam[] = [...toChatMessages(prompt), ...live];
   const estimated = estimatePromptTokens(prompt) + liveTokens;
   const budget = inputBudget(spec.model);
@@ -81,7 +81,7 @@ export async function recordRefusedTurn(ctx: RunContext, run: RunRow, spec: RunS
   const { base } = await promptBase(ctx, run, spec, userMessage);
   const prompt = await assemblePromptStack(base);
   const manifest = { ...prompt.manifest, notes: [...prompt.manifest.notes, REFUSED_TURN_NOTE] };
-  logPromptAssembly(ctx.host.logger, run.id, manifest);
+  notePrompt(ctx, run.id, run.rounds + 1, manifest);
   ctx.host.recordManifest(`${run.id}:${run.rounds + 1}:${run.executions}`, manifest);
 }
 
