@@ -18,10 +18,10 @@ type RoundFields = Omit<RunTurnLine, "run_id" | "request_id" | "agent_id" | "sta
 const rounds = new WeakMap<RunContext, Map<string, RoundFields>>();
 
 function fieldsOf(ctx: RunContext, runId: string): RoundFields {
-  let byRun = rounds.get(ctx);
-  if (!byRun) rounds.set(ctx, (byRun = new Map()));
-  let f = byRun.get(runId);
-  if (!f) byRun.set(runId, (f = {}));
+  const byRun = rounds.get(ctx) ?? new Map<string, RoundFields>();
+  rounds.set(ctx, byRun);
+  const f = byRun.get(runId) ?? {};
+  byRun.set(runId, f);
   return f;
 }
 
