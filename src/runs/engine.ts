@@ -112,10 +112,7 @@ export class RunEngine {
       for (;;) {
         const run = nextRunnable(this.#ctx.host.sql);
         if (!run) return;
-        const row = await this.execute(run);
-        const waiting = this.#settled.get(run.id);
-        this.#settled.delete(run.id);
-        for (const resolve of waiting ?? []) resolve(row);
+        await this.execute(run);
       }
     } finally {
       this.#draining = null;
@@ -139,8 +136,8 @@ export class RunEngine {
     return { ok: true, status: "running" };
   }
 
-  /** Executes (or resumes) one run to its end (or pause); returns its last row. Never throws: an unexpected error fails the run. */
-  async execute(initial: RunRow): Promise<RunRow> {
+  /** Executes (or resumes) one run to its end (or pause). Never throws: an unexpected error fails the run. */
+  async execute(initial: RunRow): Promise<void> {
     const { sql, storage } = this.#ctx.host;
     const spec = parseSpec(initial);
     const refusal = spec ? tooManyExecutions(initial) : NO_SPEC;
@@ -150,8 +147,7 @@ export class RunEngine {
         if (!spec && initial.status === "queued") startRun(this.#ctx, initial);
         finishRun(this.#ctx, initial, refusal ?? NO_SPEC);
       });
-      await shipRunIndex(this.#ctx.host, initial.id);
-      return getRun(sql, initial.id) as RunRow;
+      return this.#stopped(initial.id);
     }
     storage.transactionSync(() => {
       if (initial.status === "queued") startRun(this.#ctx, initial);
@@ -164,15 +160,25 @@ export class RunEngine {
       // A pause is a clean stop, so it does not count towards MAX_EXECUTIONS.
       resetExecutions(sql, run.id);
       dropRound(this.#ctx, run.id);
-      await shipRunIndex(this.#ctx.host, run.id);
-      return getRun(sql, run.id) as RunRow;
+      return this.#stopped(run.id);
     }
     const current = getRun(sql, run.id) as RunRow;
     if (!isTerminal(current.status)) storage.transactionSync(() => finishRun(this.#ctx, current, finish));
     const ended = getRun(sql, run.id) as RunRow;
     logTurn(this.#ctx, ended, finish);
-    await shipRunIndex(this.#ctx.host, run.id);
-    return ended;
+    return this.#stopped(run.id);
+  }
+
+  /**
+   * The run stopped (its last commit made): callers waiting for it get its row now — the output gate holds their
+   * answer until that commit is durable — and the index rows are shipped after, off the caller's path.
+   */
+  async #stopped(runId: string): Promise<void> {
+    const row = getRun(this.#ctx.host.sql, runId) as RunRow;
+    const waiting = this.#settled.get(runId);
+    this.#settled.delete(runId);
+    for (const resolve of waiting ?? []) resolve(row);
+    await shipRunIndex(this.#ctx.host, runId);
   }
 
   /** Records a human decision on a pending approval and puts its run back in the queue. Expired → `expired`; decided before → `decided`. */
