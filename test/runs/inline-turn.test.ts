@@ -287,7 +287,7 @@ describe("ISSUE23 crash tests", () => {
     await crash(stub());
     const alarm = await alarmOf(stub());
     expect(alarm).not.toBeNull();
-    expect((alarm as number) - before).toBeLessThanOrEqual(WATCHDOG_MS);
+    expect((alarm as number) - before).toBeLessThanOrEqual(3_000); // a few seconds, not 60 s
     await runDurableObjectAlarm(stub());
     const run = await waitForRun(app, turn.id);
     expect(run).toMatchObject({ status: "completed", output: "resumed" });
