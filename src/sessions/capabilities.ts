@@ -32,9 +32,9 @@ export interface AlarmCapability {
  * While a run or the capabilities run, the alarm stays set this far ahead: if the object is evicted or
  * redeployed mid-run, that alarm wakes it and the work resumes (DESIGN "SessionDO"). While the work is still
  * live the alarm only re-arms itself (a heartbeat, like cloudflare/agents' keepAlive), which also keeps the
- * object from idle eviction. Issue 23: a few seconds, not 60 — and the window in which a turn's rows are shipped.
+ * object from idle eviction. Issue 23: a second, not 60 — also the window in which a turn's rows are shipped.
  */
-export const WATCHDOG_MS = 3_000;
+export const WATCHDOG_MS = 1_000;
 
 /**
  * Arms the watchdog for work starting now (an inline run): the alarm fires within WATCHDOG_MS unless it already

@@ -182,7 +182,7 @@ describe("ISSUE23 run inline", () => {
     expect(turn).toMatchObject({ status: 200, reply: "inline answer" });
     const alarm = await alarmOf(stubOf(turn.runId));
     // The alarm did not run this run: it is still the watchdog set when the message was queued, WATCHDOG_MS ahead.
-    expect(WATCHDOG_MS).toBe(3_000);
+    expect(WATCHDOG_MS).toBe(1_000);
     expect(alarm).not.toBeNull();
     expect(alarm as number).toBeGreaterThanOrEqual(before + WATCHDOG_MS);
     expect(alarm as number).toBeLessThanOrEqual(Date.now() + WATCHDOG_MS);
@@ -287,7 +287,7 @@ describe("ISSUE23 crash tests", () => {
     await crash(stub());
     const alarm = await alarmOf(stub());
     expect(alarm).not.toBeNull();
-    expect((alarm as number) - before).toBeLessThanOrEqual(3_000); // a few seconds, not 60 s
+    expect((alarm as number) - before).toBeLessThanOrEqual(1_000); // a second, not 60 s
     await runDurableObjectAlarm(stub());
     const run = await waitForRun(app, turn.id);
     expect(run).toMatchObject({ status: "completed", output: "resumed" });
@@ -307,17 +307,27 @@ describe("ISSUE23 crash tests", () => {
     expect(lines.map((l) => l.event_id)).toEqual(detail.events.map((e: { event_id: string }) => e.event_id));
   });
 
-  it("ISSUE23 crash between T3 and shipping: the next alarm ships the audit events, the bundle and the index row exactly once; the chain verifies", async () => {
+  it("ISSUE23 crash between T3 and shipping (and during it): the next alarm ships the audit events, the bundle and the index row exactly once; the chain verifies", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ content: "shipped later" }]);
     const agentId = `t3-${label()}`;
     const app = appFor(runConfig(host, { agentId, agent: { tools: { allow: [] } } }));
-    const turn = await say(app, agentId, `room-${label()}`, "ship it");
+    const room = `room-${label()}`;
+    const stub = () => env.SESSIONS.getByName(`agent:${agentId}:http:alice~${room}:dm:u`);
+    // Every R2 put of this instance hangs: its shipping (audit segment, bundle) never finishes — the crash ends it.
+    await runInDurableObject(stub(), (object: unknown) => {
+      const instance = object as { env: { AUDIT: R2Bucket } };
+      const bucket = instance.env.AUDIT;
+      instance.env.AUDIT = new Proxy(bucket, {
+        get: (t, k) => (k === "put" ? () => new Promise(() => {}) : (Reflect.get(t, k).bind?.(t) ?? Reflect.get(t, k))),
+      });
+    });
+    const turn = await say(app, agentId, room, "ship it");
     const run = await waitForRun(app, turn.id);
-    expect(await auditBacklog(stubOf(turn.id))).toBeGreaterThan(0); // T3 is durable, nothing shipped yet
-    await crash(stubOf(turn.id));
-    await runDurableObjectAlarm(stubOf(turn.id));
-    expect(await auditBacklog(stubOf(turn.id))).toBe(0);
+    expect(await auditBacklog(stub())).toBeGreaterThan(0); // T3 is durable, nothing shipped
+    await crash(stub());
+    await runDurableObjectAlarm(stub());
+    expect(await auditBacklog(stub())).toBe(0);
     const detail = await runDetail(app, turn.id);
     expect(detail.events.filter((e: { event_type: string }) => e.event_type === "run.completed")).toHaveLength(1);
     const lines = await auditLines(app, agentId);
