@@ -67,7 +67,7 @@ export class RunBundles implements AlarmCapability {
     this.#cx = cx;
   }
 
-  /** Only a retry after a failure: a run's bundle is otherwise written on the alarm that finished it. */
+  /** Only a retry after a failure: a run's bundle is otherwise written by the watchdog alarm its turn armed. */
   nextAlarmAt(): number | null {
     return this.#retryAt;
   }
