@@ -372,19 +372,20 @@ export function createSegmentSink(bucket: LogBucket, o: SegmentSinkOptions): Seg
 }
 
 /** Events that concern one provider: their lines also go to `logs/{provider}/`. */
-const PROVIDER_EVENTS = new Set(["model.call", "startup.validation"]);
+const PROVIDER_EVENTS = new Set(["model.call", "run.turn", "run.round", "startup.validation"]);
 /** Provider ids as the config allows them (S1 §1; src/config/schema.ts). */
 const PROVIDER_ID = /^[a-z][a-z0-9_]{0,31}$/;
 
 /**
- * The prefixes a log line goes to: always `{root}/gateway`; for `model.call`
- * and `startup.validation` lines also `{root}/{provider}` (read from the line's
+ * The prefixes a log line goes to: always `{root}/gateway`; for `model.call`,
+ * `run.turn`, `run.round` and `startup.validation` lines that name a provider
+ * also `{root}/{provider}` (read from the line's
  * `provider` field). A provider id that is not provider-shaped, or is
  * `gateway` itself, gets no prefix of its own.
  */
 export function routeLogLine(line: string, root: "logs" | `logs/${string}` = "logs"): LogPrefix[] {
   const prefixes: LogPrefix[] = [`${root}/gateway`];
-  if (!line.includes('"model.call"') && !line.includes('"startup.validation"')) return prefixes;
+  if (!line.includes('"provider"')) return prefixes;
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);

@@ -9,6 +9,35 @@
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
 /** Every event the gateway logs, with its fields. Adding a log line means adding a type here. */
+/**
+ * The line of one turn (S1 §4.1, S2 §6.1): hashes, ids, sizes, usage and latency only. The round fields are
+ * absent when the run ended before a prompt was assembled or a model called.
+ */
+export interface RunTurnLine {
+  run_id: string;
+  request_id: string;
+  agent_id: string;
+  status?: string;
+  code?: string;
+  rounds?: number;
+  tool_calls?: number;
+  round?: number;
+  stack_sha256?: string;
+  layers?: { layer: string; id: string; sha256: string; bytes: number; tokens_est: number }[];
+  total_bytes?: number;
+  total_tokens_est?: number;
+  provider?: string;
+  model?: string;
+  estimated_input_tokens?: number;
+  /** The model call's outcome, and why it failed. */
+  call?: "ok" | "failed";
+  reason?: string;
+  attempts?: number;
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  latency_ms?: number;
+}
+
 export interface LogEvents {
   /** One per HTTP request, when it completes. */
   "http.request": { request_id: string; method: string; route: string; status: number; latency_ms: number };
@@ -64,6 +93,10 @@ export interface LogEvents {
   "debug.content": { run_id: string; round: number; role: "user" | "assistant"; text: string };
   /** A run ended. */
   "run.finished": { run_id: string; agent_id: string; status: string; code?: string; rounds: number; tool_calls: number };
+  /** Issue 23: a run's one line when it ends, with every S1 §4.1 / S2 §6.1 field of its last model round (turn-line.ts). */
+  "run.turn": RunTurnLine;
+  /** Issue 23: a model round that led to a tool round, as `run.turn` without the outcome. */
+  "run.round": Omit<RunTurnLine, "status" | "code" | "rounds" | "tool_calls">;
   /** A run or tool failed in a way the code did not expect; the error's name only. */
   "run.internal_error": { run_id: string; tool?: string; error_name: string };
   /** The cron tick ran. */

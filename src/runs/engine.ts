@@ -3,6 +3,10 @@
  * at a time, in arrival order, driven by the object's alarm (S3 §2, S4 §3,
  * §7, S1 §1.5, DESIGN "Tool calls", "Failure loop").
  *
+ * Runs start inline, in the call that queued them (issue 23, D-051): `drain` is serialized per object, so a
+ * message that arrives while a run executes joins the same drain and runs after it, in arrival order; the
+ * alarm only resumes a drain this instance lost (eviction, crash), and `busy` tells it whether one is live.
+ *
  * A run is a loop of rounds: a tool round when calls are planned (tool-round.ts,
  * gated by gate.ts), else a model round (model-round.ts: buildPrompt →
  * reserveBudget → callModel → interpretReply). Every step is persisted — in one
@@ -26,7 +30,7 @@ import type { Finish, RunContext, RunHost } from "./host";
 import { finishRun, startRun } from "./lifecycle";
 import { modelRound } from "./model-round";
 import { storeReply } from "./round-commits";
-import { recordRefusedTurn } from "./round-prompt";
+import { prefetchRunReads, recordRefusedTurn } from "./round-prompt";
 import { shipRunIndex } from "./ship";
 import type { RunSpec } from "./spec";
 import {
@@ -45,6 +49,7 @@ import {
   unfinishedToolCalls,
 } from "./store";
 import { toolRound } from "./tool-round";
+import { dropRound, logTurn } from "./turn-line";
 
 export { setupOnlyReason } from "./gate";
 export type { RunHost } from "./host";
@@ -60,17 +65,57 @@ export class RunEngine {
   readonly #ctx: RunContext;
   /** In-flight work of the run executing now, so that cancel can stop it at once. */
   readonly #controllers = new Map<string, AbortController>();
+  /** The drain executing in this instance, if any (in memory: an evicted instance's drain is resumed by the alarm). */
+  #draining: Promise<void> | null = null;
+  /** Callers waiting for a run to stop (end or pause), handed its last row from memory. */
+  readonly #settled = new Map<string, ((row: RunRow) => void)[]>();
 
   constructor(host: RunHost) {
     this.#ctx = { host, registry: host.registry ?? defaultRegistry, configured: new Map(), envNames: new Map() };
   }
 
-  /** Executes runs until none is queued. Called from the alarm. */
-  async drain(): Promise<void> {
-    for (;;) {
-      const run = nextRunnable(this.#ctx.host.sql);
-      if (!run) return;
-      await this.execute(run);
+  /** Whether a drain is executing in this instance now. */
+  get busy(): boolean {
+    return this.#draining !== null;
+  }
+
+  /**
+   * Executes runs until none is queued; one drain per instance at a time (a call while one is live joins it,
+   * and that drain picks the new run up after the current one). Called inline by enqueue, and by the alarm.
+   */
+  drain(): Promise<void> {
+    if (!this.#draining) this.#draining = Promise.resolve().then(() => this.#drainAll());
+    return this.#draining;
+  }
+
+  /** Resolves with the run's row (from memory) when this instance stops executing it: ended, or paused for approval. */
+  whenStopped(runId: string): Promise<RunRow> {
+    return new Promise((resolve) => {
+      this.#settled.set(runId, [...(this.#settled.get(runId) ?? []), resolve]);
+    });
+  }
+
+  /** Forgets the waiters of a run (a caller that timed out). */
+  forget(runId: string): void {
+    this.#settled.delete(runId);
+  }
+
+  /** Reads the run's D1-held inputs (agent configured? env key names?) before its first commit, so none splits it. */
+  async prefetch(runId: string, spec: RunSpec | undefined): Promise<void> {
+    // Behind a live run the memos still hold that run's answers: this run reads its own when it starts.
+    if (spec && !this.busy) await prefetchRunReads(this.#ctx, runId, spec).catch(() => {});
+  }
+
+  /** The drain loop. It ends in the same step as its empty check: a run queued after it starts a new drain. */
+  async #drainAll(): Promise<void> {
+    try {
+      for (;;) {
+        const run = nextRunnable(this.#ctx.host.sql);
+        if (!run) return;
+        await this.execute(run);
+      }
+    } finally {
+      this.#draining = null;
     }
   }
 
@@ -91,9 +136,9 @@ export class RunEngine {
     return { ok: true, status: "running" };
   }
 
-  /** Executes (or resumes) one run to its end. Never throws: an unexpected error fails the run. */
+  /** Executes (or resumes) one run to its end (or pause). Never throws: an unexpected error fails the run. */
   async execute(initial: RunRow): Promise<void> {
-    const { sql, storage, logger } = this.#ctx.host;
+    const { sql, storage } = this.#ctx.host;
     const spec = parseSpec(initial);
     const refusal = spec ? tooManyExecutions(initial) : NO_SPEC;
     if (refusal || !spec) {
@@ -102,8 +147,7 @@ export class RunEngine {
         if (!spec && initial.status === "queued") startRun(this.#ctx, initial);
         finishRun(this.#ctx, initial, refusal ?? NO_SPEC);
       });
-      await shipRunIndex(this.#ctx.host, initial.id);
-      return;
+      return this.#stopped(initial.id);
     }
     storage.transactionSync(() => {
       if (initial.status === "queued") startRun(this.#ctx, initial);
@@ -115,21 +159,26 @@ export class RunEngine {
       // Waiting for a human: the decision (or the approval's expiry) puts the run back in the queue.
       // A pause is a clean stop, so it does not count towards MAX_EXECUTIONS.
       resetExecutions(sql, run.id);
-      await shipRunIndex(this.#ctx.host, run.id);
-      return;
+      dropRound(this.#ctx, run.id);
+      return this.#stopped(run.id);
     }
     const current = getRun(sql, run.id) as RunRow;
     if (!isTerminal(current.status)) storage.transactionSync(() => finishRun(this.#ctx, current, finish));
     const ended = getRun(sql, run.id) as RunRow;
-    logger.log(ended.status === "failed" ? "warn" : "info", "run.finished", {
-      run_id: run.id,
-      agent_id: run.agent_id,
-      status: ended.status,
-      ...(finish.status === "failed" ? { code: finish.code } : {}),
-      rounds: ended.rounds,
-      tool_calls: ended.tool_calls,
-    });
-    await shipRunIndex(this.#ctx.host, run.id);
+    logTurn(this.#ctx, ended, finish);
+    return this.#stopped(run.id);
+  }
+
+  /**
+   * The run stopped (its last commit made): callers waiting for it get its row now — the output gate holds their
+   * answer until that commit is durable — and the index rows are shipped after, off the caller's path.
+   */
+  async #stopped(runId: string): Promise<void> {
+    const row = getRun(this.#ctx.host.sql, runId) as RunRow;
+    const waiting = this.#settled.get(runId);
+    this.#settled.delete(runId);
+    for (const resolve of waiting ?? []) resolve(row);
+    await shipRunIndex(this.#ctx.host, runId);
   }
 
   /** Records a human decision on a pending approval and puts its run back in the queue. Expired → `expired`; decided before → `decided`. */

@@ -1,7 +1,7 @@
 /**
  * `reserveBudget` and `callModel`, the network steps of a model round: the agent's (and the caller's) daily
  * token budget reserved before the request and settled to the reported usage after it, the provider call
- * (streamed when the model streams) under the run's cancellation, its `model.call` log line, and the
+ * (streamed when the model streams) under the run's cancellation, its fields on the turn's log line, and the
  * `debug.content` lines of a local model when the agent turns them on (S1 §4.2).
  */
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
@@ -19,6 +19,7 @@ import type { RunSpec } from "./spec";
 import type { RunRow } from "./store";
 import { streamRelease } from "./stream-release";
 import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
+import { noteModelCall } from "./turn-line";
 
 /** Tokens held against the daily budgets until the call settles; null when the agent sets no budget. */
 export type BudgetHold = { day: string; reserved: number; caller: string | null } | null;
@@ -80,10 +81,9 @@ export async function callModel(
   hold: BudgetHold,
   signal: AbortSignal,
 ): Promise<{ ok: true; answer: ModelAnswer } | { ok: false; finish: Finish }> {
-  const { env, logger } = ctx.host;
+  const { env } = ctx.host;
   const started = Date.now();
   const line = {
-    run_id: run.id,
     provider: spec.model.providerId,
     model: spec.model.modelId,
     stack_sha256: rp.prompt.manifest.stack_sha256,
@@ -104,7 +104,7 @@ export async function callModel(
     if (err instanceof ProviderError || err instanceof GatewayError) {
       const reason = err instanceof ProviderError ? err.reason : err.code;
       recordModelFailure(ctx.host.sql, run.id, round, reason);
-      logger.log("warn", "model.call", { ...line, status: "failed", reason, latency_ms: Date.now() - started });
+      noteModelCall(ctx, run.id, { ...line, call: "failed", reason, latency_ms: Date.now() - started });
       return { ok: false, finish: { status: "failed", code: err.code, message: err.message } };
     }
     throw err;
@@ -117,9 +117,9 @@ export async function callModel(
   const total = usage.totalTokens || usage.promptTokens + usage.completionTokens;
   if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, total).catch(() => {});
   if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
-  logger.log("info", "model.call", {
+  noteModelCall(ctx, run.id, {
     ...line,
-    status: "ok",
+    call: "ok",
     attempts: result.attempts,
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,

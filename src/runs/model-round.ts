@@ -12,6 +12,7 @@ import { callsToPlan, interpretReply, type Reply } from "./round-reply";
 import type { RunSpec } from "./spec";
 import type { RunRow } from "./store";
 import { MAX_TOOL_CALLS_ANSWERED } from "./tool-limits";
+import { logRound } from "./turn-line";
 
 /** One model call and what follows from it. Returns a finish, or undefined to continue with the next round. */
 export async function modelRound(
@@ -68,5 +69,6 @@ async function actOnReply(ctx: RunContext, run: RunRow, spec: RunSpec, round: nu
   }
   const plan = await callsToPlan(ctx, run, spec, round, reply);
   commitToolPlan(ctx, run, spec, { round, visible, ...plan });
+  logRound(ctx, run);
   return undefined;
 }

@@ -10,7 +10,6 @@ import {
   assemblePromptStack,
   estimatePromptTokens,
   type HistoryMessage,
-  logPromptAssembly,
   type ToolPolicyId,
   toChatMessages,
 } from "../prompts/assemble";
@@ -26,6 +25,7 @@ import { recordRetrieval } from "./round-commits";
 import { offeredTools } from "./run-tools";
 import type { RunSpec } from "./spec";
 import { loadFailureLoop, type RunRow } from "./store";
+import { notePrompt } from "./turn-line";
 
 /** The manifest note of a turn the input disclosure guard refused (issue 21 §10): assembled, never sent. */
 export const REFUSED_TURN_NOTE = `refused before the model call: ${REFUSE_SYSTEM_PROMPT}; no request was sent`;
@@ -64,8 +64,8 @@ export async function buildPrompt(
       ...memoryContext,
     ],
   });
-  // S1 §4.1 / S2 §6: one log line per assembly — per-layer ids, hashes and sizes (L6's hash is the user message's).
-  logPromptAssembly(ctx.host.logger, run.id, prompt.manifest);
+  // S1 §4.1 / S2 §6: per-layer ids, hashes and sizes (L6's hash is the user message's), on the turn's one line.
+  notePrompt(ctx, run.id, run.rounds + 1, prompt.manifest);
   const messages: ChatCompletionMessageParam[] = [...toChatMessages(prompt), ...live];
   const estimated = estimatePromptTokens(prompt, history.tokens) + liveTokens;
   const budget = inputBudget(spec.model);
@@ -81,7 +81,7 @@ export async function recordRefusedTurn(ctx: RunContext, run: RunRow, spec: RunS
   const { base } = await promptBase(ctx, run, spec, userMessage);
   const prompt = await assemblePromptStack(base);
   const manifest = { ...prompt.manifest, notes: [...prompt.manifest.notes, REFUSED_TURN_NOTE] };
-  logPromptAssembly(ctx.host.logger, run.id, manifest);
+  notePrompt(ctx, run.id, run.rounds + 1, manifest);
   ctx.host.recordManifest(`${run.id}:${run.rounds + 1}:${run.executions}`, manifest);
 }
 
@@ -111,23 +111,32 @@ async function promptBase(ctx: RunContext, run: RunRow, spec: RunSpec, userMessa
     // The inline L2 also joins the output guard's hidden texts (the `inline` segment, see round-reply.ts).
     ...(inlineRole ? { inlineRole } : {}),
     // S5 precedence (src/prompts/modes.ts): setup, then automation (jobs), then coding or scratch.
-    task: await taskMode(ctx, run, spec),
+    task: await taskMode(ctx, run.id, spec),
   };
   return { offered, policy, recovery, base, memory, automationContext, memoryContext };
 }
 
 /** The run's L5 mode (S5 precedence); whether the agent is configured is read once per run, from D1. */
-async function taskMode(ctx: RunContext, run: RunRow, spec: RunSpec): Promise<TaskMode> {
+async function taskMode(ctx: RunContext, runId: string, spec: RunSpec): Promise<TaskMode> {
   const sessionType = sessionTypeOf(ctx);
   if (sessionType === "setup" || spec.task === "automation")
     return selectTaskMode({ sessionType, clientType: spec.task, configured: true });
-  let configured = ctx.configured.get(run.id);
+  let configured = ctx.configured.get(runId);
   if (configured === undefined) {
     configured = await hasServiceCommands(ctx.host.env.DB, spec.agentId);
     ctx.configured.clear(); // one run executes at a time: keep only its answer
-    ctx.configured.set(run.id, configured);
+    ctx.configured.set(runId, configured);
   }
   return selectTaskMode({ sessionType, configured });
+}
+
+/**
+ * Issue 23: the run's D1 reads (is the agent configured? which env keys are fulfilled?) made before its message
+ * is stored, so that no I/O falls between the turn's first writes and its model request (one commit, T1).
+ * The memos keep one run's answers; a run that finds them gone reads again.
+ */
+export async function prefetchRunReads(ctx: RunContext, runId: string, spec: RunSpec): Promise<void> {
+  await Promise.all([taskMode(ctx, runId, spec), envAvailable(ctx, runId)]);
 }
 
 /** The L6 note naming the environment variables supplied for this session, if any. */

@@ -38,9 +38,9 @@ import {
   resumeGeneration,
   type Snapshot,
 } from "./generations";
-import { approvalExpiry, firingReports, RunBundles, runDrain } from "./run-capabilities";
+import { approvalExpiry, firingReports, RunBundles, runDrain, startRuns } from "./run-capabilities";
 import { createRunHost } from "./run-host";
-import { type AwaitedRun, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
+import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
 import { RunWaiters } from "./run-waiters";
 import { SESSION_MIGRATIONS } from "./schema";
 import { recordAuditEvent } from "./session-audit";
@@ -157,20 +157,31 @@ export class SessionDO extends DurableObject<Env> {
     return getApproval(this.#cx.sql, approvalId) ?? null;
   }
 
-  /** Stores a user message (redacted) and queues a run for it; idempotent per `dispatchKey` (see enqueue.ts). */
+  /**
+   * Stores a user message (redacted) and queues a run for it; idempotent per `dispatchKey` (see enqueue.ts). The
+   * run starts at once, behind any run executing here, and goes on after this call answers (the watchdog alarm
+   * keeps the object alive meanwhile and resumes the run if it is lost).
+   */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
-    return enqueueMessage(this.#cx, identity, input);
+    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
+    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
+    return queued;
   }
 
-  /** `enqueueMessage`, then `awaitRun` on its run, in one call (`POST /v1/runs` with `Prefer: wait`, issue 12). */
+  /** `enqueueMessage`, then waits for its run to stop, in one call (`POST /v1/runs` with `Prefer: wait`, issue 12). */
   async enqueueAndAwait(
     identity: SessionIdentity,
     input: EnqueueInput,
     waitMs: number,
     opts: { untilPaused?: boolean } = {},
   ): Promise<{ queued: Enqueued; done: AwaitedRun | null }> {
-    const queued = await enqueueMessage(this.#cx, identity, input);
-    return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
+    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
+    if (queued.duplicate || !input.spec) return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
+    // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
+    const stopped = this.#engine.whenStopped(queued.runId);
+    await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
+    const q = { runId: queued.runId, waitMs, untilPaused: opts.untilPaused };
+    return { queued, done: await awaitInline(this.#cx.sql, this.#waiters, this.#engine, stopped, q) };
   }
 
   /** `/new`: archives the current generation to R2 and starts another. Nothing changes if the archive fails. */

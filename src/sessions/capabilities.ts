@@ -21,13 +21,30 @@ export interface AlarmCapability {
   nextAlarmAt(now: number): number | null;
   /** Does the work due now. A throw aborts this alarm; the watchdog alarm set before it retries it. */
   onAlarm(now: number): Promise<void>;
+  /**
+   * Work someone is waiting for (a chat reply, a job notification): due as soon as a run ends, not at the next
+   * watchdog — see `AlarmRunner.expedite`. Other work (audit, bundles, index rows) ships with the watchdog.
+   */
+  readonly expedite?: boolean;
 }
 
 /**
- * While capabilities run, the alarm stays set this far ahead: if the object is evicted or redeployed mid-run,
- * that alarm wakes it and the work resumes (DESIGN "SessionDO").
+ * While a run or the capabilities run, the alarm stays set this far ahead: if the object is evicted or
+ * redeployed mid-run, that alarm wakes it and the work resumes (DESIGN "SessionDO"). While the work is still
+ * live the alarm only re-arms itself (a heartbeat, like cloudflare/agents' keepAlive), which also keeps the
+ * object from idle eviction. Issue 23: a second, not 60 — also the window in which a turn's rows are shipped.
  */
-export const WATCHDOG_MS = 60_000;
+export const WATCHDOG_MS = 1_000;
+
+/**
+ * Arms the watchdog for work starting now (an inline run): the alarm fires within WATCHDOG_MS unless it already
+ * will sooner. One alarm write per turn at most; none when an earlier turn's watchdog is still pending.
+ */
+export async function armWatchdog(storage: DurableObjectStorage): Promise<void> {
+  const at = Date.now() + WATCHDOG_MS;
+  const current = await storage.getAlarm();
+  if (current === null || current > at) await storage.setAlarm(at);
+}
 
 /**
  * Makes the alarm fire now unless it already will: an alarm set for later (an approval expiry, a stored
@@ -71,6 +88,19 @@ export class AlarmRunner {
       this.#running = false;
     }
     await this.reschedule();
+  }
+
+  /**
+   * Brings the alarm forward to the earliest work of an `expedite` capability, if that is sooner than the alarm
+   * set (called when an inline run ends; no alarm write when nothing waits).
+   */
+  async expedite(): Promise<void> {
+    const now = Date.now();
+    const times = this.#capabilities.flatMap((c) => (c.expedite ? [c.nextAlarmAt(now)] : [])).filter((t): t is number => t !== null);
+    if (times.length === 0) return;
+    const at = Math.max(now, Math.min(...times));
+    const current = await this.#storage.getAlarm();
+    if (current === null || current > at) await this.#storage.setAlarm(at);
   }
 
   /** Sets the alarm to the earliest time any capability has work, or clears it when none has. */

@@ -26,6 +26,7 @@ function deliveryHost(cx: SessionContext, actor: string) {
 export function jobNotifications(cx: SessionContext): AlarmCapability {
   return {
     name: "job-notifications",
+    expedite: true,
     nextAlarmAt: (now) => nextNotifyAt(cx.sql, now),
     onAlarm: () => deliverNotifications(deliveryHost(cx, "scheduler")),
   };
@@ -35,6 +36,7 @@ export function jobNotifications(cx: SessionContext): AlarmCapability {
 export function channelReplies(cx: SessionContext): AlarmCapability {
   return {
     name: "channel-replies",
+    expedite: true,
     nextAlarmAt: () => nextReplyAt(cx.sql),
     onAlarm: () => deliverReplies(deliveryHost(cx, "system")),
   };

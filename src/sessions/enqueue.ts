@@ -1,8 +1,10 @@
 /**
  * Taking a message in: the user message is redacted (secrets in force, and fragments of a secret split over
  * earlier messages) and stored with its queued run, its `run.created` event and audit, and any job notification
- * or channel reply target, in one transaction. A dispatch key makes it idempotent. This is the work a turn does
- * before it replies; the transcript limits and the D1 index refresh follow it.
+ * or channel reply target, in one transaction. A dispatch key makes it idempotent. Issue 23: the run then starts
+ * inline (run-capabilities.ts `startRuns`), and nothing that waits on I/O may fall between this transaction and
+ * the run's model request, so that both are one commit (T1): the D1 index refresh and the run's D1 reads are
+ * done before it; only the transcript limits (an R2 put, rarely) follow it.
  */
 import { auditFromRunEvent } from "../audit/event";
 import { enqueueAudit } from "../audit/outbox";
@@ -12,7 +14,6 @@ import type { RunSpec } from "../runs/spec";
 import { appendEvent } from "../runs/store";
 import { enqueueNotify, type NotifySpec } from "../scheduler/notify";
 import { redactText, secretValuesFromEnv } from "../security/redact";
-import { alarmNow } from "./capabilities";
 import type { SessionContext } from "./context";
 import { insertQueuedRun, runByDispatchKey } from "./session-runs-store";
 import { ensureSession, refreshIndex, type SessionIdentity, type SessionRef } from "./session-state";
@@ -97,25 +98,34 @@ function createdPayload(state: SessionRef, input: EnqueueInput, seq: number): Re
 }
 
 /**
- * Stores a user message (redacted before it is written) and queues a run for it; the run engine executes it
- * from the alarm. `dispatchKey` makes the call idempotent: a second call with the same key returns the first run
+ * Stores a user message (redacted before it is written) and queues a run for it; the caller then starts it
+ * inline. `dispatchKey` makes the call idempotent: a second call with the same key returns the first run
  * (`duplicate: true`) and stores nothing. The scheduler passes a firing's run key, with the firing (recorded in
- * `run.created`) and its notification, queued in the same transaction as the run.
+ * `run.created`) and its notification, queued in the same transaction as the run. `prefetch` makes the run's
+ * own reads before anything is written (see the module comment).
  */
-export async function enqueueMessage(cx: SessionContext, identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
+export async function enqueueMessage(
+  cx: SessionContext,
+  identity: SessionIdentity,
+  input: EnqueueInput,
+  prefetch?: (runId: string) => Promise<void>,
+): Promise<Enqueued> {
   await cx.refreshSecrets(); // the message is redacted with every secret in force, stored ones included
   const state = await ensureSession(cx, identity);
-  const seen = input.dispatchKey ? byDispatchKey(cx, input.dispatchKey) : undefined;
-  if (seen) return seen;
+  await refreshIndex(cx, state.sessionKey, state.sessionId);
+  const known = () => (input.dispatchKey ? byDispatchKey(cx, input.dispatchKey) : undefined);
+  const early = known();
+  if (early) return early;
+  const runId = mintRunId(cx.objectId);
+  await prefetch?.(runId);
   const secrets = secretValuesFromEnv(cx.env);
   // A secret may have been split across this message and the previous user messages (issue 20 §5).
   const archived = await archivedLookback(cx.sql, cx.env.AUDIT, state.sessionId, "user", secrets);
   const split = redactSplitSecrets(cx.sql, state.sessionId, "user", redactText(input.message, secrets), secrets, archived);
-  const runId = mintRunId(cx.objectId);
-  // Nothing awaited since the dispatch-key check above, so no other call can have used the key in between.
+  // Checked again with nothing awaited before the store: a call with the same key may have stored it meanwhile.
+  const seen = known();
+  if (seen) return seen;
   const seq = storeQueuedRun(cx, state, input, split, runId);
-  if (input.spec) await alarmNow(cx.storage);
   await enforceLimits(cx, state, input.limits);
-  await refreshIndex(cx, state.sessionKey, state.sessionId);
   return { runId, sessionId: state.sessionId, seq };
 }

@@ -1,8 +1,7 @@
 /**
- * The run-side background work, as capabilities run from the alarm: expiring overdue approvals, draining queued
- * runs (the runs execute here, one at a time; the runner's watchdog alarm resumes one cut off by an eviction),
- * writing each finished run's R2 bundle, and reporting finished job runs to their D1 firing rows.
- * Issue 23 moves plain turns inline into the enqueue call; the drain then stays as the watchdog.
+ * The run-side background work, as capabilities run from the alarm: expiring overdue approvals, resuming runs
+ * whose execution was lost (runs start inline, in the call that queued them — issue 23; the alarm is their
+ * watchdog), writing each finished run's R2 bundle, and reporting finished job runs to their D1 firing rows.
  */
 import { writeRunBundle } from "../audit/bundles";
 import { nextExpiry } from "../runs/approvals";
@@ -10,7 +9,7 @@ import { FIRING_REPORT_RETRY_MS, hasUnreportedFirings, reportFirings } from "../
 import type { RunEngine } from "../runs/engine";
 import { nextRunnable } from "../runs/store";
 import { secretValuesFromEnv } from "../security/redact";
-import type { AlarmCapability } from "./capabilities";
+import { type AlarmCapability, armWatchdog, WATCHDOG_MS } from "./capabilities";
 import type { SessionContext } from "./context";
 import { runDetail } from "./run-queries";
 import { markBundled, unbundledFinishedRuns } from "./session-runs-store";
@@ -29,13 +28,31 @@ export function approvalExpiry(cx: SessionContext, engine: RunEngine): AlarmCapa
   };
 }
 
-/** Capability: executes queued (and resumable) runs; due at once whenever one is runnable. */
+/**
+ * Capability: the runs' watchdog. While this instance executes runs it only keeps the alarm a heartbeat ahead;
+ * a runnable run with no live drain here (its execution lost to eviction or a crash, or one the alarm resumes
+ * after an approval) is executed at once.
+ */
 export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability {
   return {
     name: "run-drain",
-    nextAlarmAt: (now) => (nextRunnable(cx.sql) ? now : null),
-    onAlarm: () => engine.drain(),
+    nextAlarmAt: (now) => (engine.busy ? now + WATCHDOG_MS : nextRunnable(cx.sql) ? now : null),
+    onAlarm: async () => {
+      if (!engine.busy) await engine.drain();
+    },
   };
+}
+
+/**
+ * Starts the queued runs inline, under the object's ordering (one drain at a time), with the watchdog armed;
+ * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers.
+ */
+export async function startRuns(cx: SessionContext, engine: RunEngine, ended: () => Promise<void>): Promise<void> {
+  await armWatchdog(cx.storage);
+  void engine
+    .drain()
+    .then(ended)
+    .catch(() => {}); // the watchdog alarm retries whatever did not happen
 }
 
 /** Capability: writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */
@@ -50,7 +67,7 @@ export class RunBundles implements AlarmCapability {
     this.#cx = cx;
   }
 
-  /** Only a retry after a failure: a run's bundle is otherwise written on the alarm that finished it. */
+  /** Only a retry after a failure: a run's bundle is otherwise written by the watchdog alarm its turn armed. */
   nextAlarmAt(): number | null {
     return this.#retryAt;
   }

@@ -4,8 +4,9 @@
  * Read-only: runs are written by the run engine.
  */
 import { completionOf } from "../runs/completion";
+import type { RunEngine } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
-import { getRun, isTerminal, listEvents, listTraces, runToolExecutions, type TraceEvent } from "../runs/store";
+import { getRun, isTerminal, listEvents, listTraces, type RunRow, runToolExecutions, type TraceEvent } from "../runs/store";
 import { type RunView, runView } from "../runs/view";
 import type { Sql } from "../storage/sql";
 import type { ToolRequest, ToolResponse } from "../tools/envelope";
@@ -86,18 +87,51 @@ export async function awaitRun(
     if (!run) return null;
     const finished = isTerminal(run.status);
     const paused = run.status === "awaiting_approval";
-    if (finished || (paused && opts.untilPaused) || Date.now() >= deadline)
-      return {
-        view: runView(run, runToolExecutions(sql, runId), Date.now(), completionOf(sql, run)),
-        callerId: run.caller_id,
-        finished,
-        paused,
-        usage: { prompt_tokens: run.prompt_tokens, completion_tokens: run.completion_tokens },
-        error: run.status === "failed" && run.error ? (JSON.parse(run.error) as { code: string; message: string }) : null,
-        pendingApprovals: paused ? pendingApprovalsOf(sql, runId) : [],
-      };
+    if (finished || (paused && opts.untilPaused) || Date.now() >= deadline) return awaitedOf(sql, run);
     await waiters.next(runId, deadline - Date.now());
   }
+}
+
+/** A run as `awaitRun` answers it, from its row; the tool calls and completion are read only when it has any. */
+function awaitedOf(sql: Sql, run: RunRow): AwaitedRun {
+  const paused = run.status === "awaiting_approval";
+  const calls = run.tool_calls > 0 || paused;
+  return {
+    view: runView(
+      run,
+      calls ? runToolExecutions(sql, run.id) : [],
+      Date.now(),
+      calls || run.source === "job" ? completionOf(sql, run) : undefined,
+    ),
+    callerId: run.caller_id,
+    finished: isTerminal(run.status),
+    paused,
+    usage: { prompt_tokens: run.prompt_tokens, completion_tokens: run.completion_tokens },
+    error: run.status === "failed" && run.error ? (JSON.parse(run.error) as { code: string; message: string }) : null,
+    pendingApprovals: paused ? pendingApprovalsOf(sql, run.id) : [],
+  };
+}
+
+/**
+ * Issue 23: waits for a run this instance executes inline, answered from the row the engine hands back when it
+ * stops (not polled from SQLite); after `waitMs` (capped), or a pause the caller does not stop at, as `awaitRun`.
+ * Register before starting the run (`stopped` is the engine's `whenStopped`).
+ */
+export async function awaitInline(
+  sql: Sql,
+  waiters: RunWaiters,
+  engine: RunEngine,
+  stopped: Promise<RunRow>,
+  q: { runId: string; waitMs: number; untilPaused?: boolean },
+): Promise<AwaitedRun | null> {
+  const deadline = Date.now() + Math.min(Math.max(0, q.waitMs), MAX_WAIT_MS);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<null>((r) => (timer = setTimeout(() => r(null), deadline - Date.now())));
+  const row = await Promise.race([stopped, timeout]);
+  clearTimeout(timer);
+  if (!row) engine.forget(q.runId);
+  else if (isTerminal(row.status) || (row.status === "awaiting_approval" && q.untilPaused)) return awaitedOf(sql, row);
+  return awaitRun(sql, waiters, q.runId, deadline - Date.now(), { untilPaused: q.untilPaused });
 }
 
 /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */

@@ -344,11 +344,12 @@ describe('logs on R2 (S1 §4, DESIGN "Logging")', () => {
       return lines.filter((l) => l.includes(id));
     };
     // The SessionDO flushes at most every OBJECT_FLUSH_INTERVAL_MS (2 s): the lines arrive within that.
-    await until(async () => (await linesUnder("logs/moonshot/")).length > 0 && (await linesUnder("logs/gateway/")).length === 3);
+    // Issue 23: one line per turn (run.turn) where prompt.assembled, model.call and run.finished were three.
+    await until(async () => (await linesUnder("logs/moonshot/")).length > 0 && (await linesUnder("logs/gateway/")).length === 1);
     const gateway = await linesUnder("logs/gateway/");
-    expect(gateway.map((l) => JSON.parse(l).event).sort()).toEqual(["model.call", "prompt.assembled", "run.finished"]);
+    expect(gateway.map((l) => JSON.parse(l).event).sort()).toEqual(["run.turn"]);
     const call = JSON.parse((await linesUnder("logs/moonshot/"))[0] as string);
-    expect(call).toMatchObject({ event: "model.call", provider: "moonshot", model: "kimi-k1-128k", status: "ok" });
+    expect(call).toMatchObject({ event: "run.turn", provider: "moonshot", model: "kimi-k1-128k", call: "ok", status: "completed" });
     expect(call.stack_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(gateway.join("\n")).not.toContain("must not be logged");
   });

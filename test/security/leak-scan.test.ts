@@ -90,7 +90,8 @@ describe("leak scan", () => {
     // The scenario really went through every place being scanned.
     expect(objects.some((o) => o.key.startsWith(`agents/${agentId}/audit/`))).toBe(true);
     expect(storage.some((row) => row.startsWith("transcript:") && row.includes("[REDACTED:"))).toBe(true);
-    expect(lines.some((l) => l.includes('"event":"model.call"'))).toBe(true);
+    // Issue 23: the model call is logged on the turn's one line (run.turn), no longer as model.call.
+    expect(lines.some((l) => l.includes('"event":"run.turn"'))).toBe(true);
 
     const places = [
       ...objects.map((o) => ({ where: `R2 ${o.key}`, text: o.text })),
