@@ -38,6 +38,7 @@ import {
   resumeGeneration,
   type Snapshot,
 } from "./generations";
+import { shipIndexNow } from "./index-outbox";
 import { approvalExpiry, firingReports, RunBundles, runDrain, startRuns } from "./run-capabilities";
 import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
@@ -148,7 +149,10 @@ export class SessionDO extends DurableObject<Env> {
     reason: string | null,
   ): Promise<{ ok: true; approval: ApprovalRow } | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow }> {
     const result = this.#engine.decideApproval(approvalId, decision, decidedBy, reason);
-    if (result.ok || result.reason === "expired") await this.#alarms.reschedule();
+    if (!result.ok && result.reason !== "expired") return result;
+    // D1 hears of the decision before the admin's call returns: the pending limits and admin lists read it there.
+    await shipIndexNow(this.#cx);
+    await this.#alarms.reschedule();
     return result;
   }
 
@@ -249,7 +253,9 @@ export class SessionDO extends DurableObject<Env> {
   async cancelRun(
     runId: string,
   ): Promise<{ ok: true; status: RunStatus } | { ok: false; reason: "not_found" | "finished"; status?: RunStatus }> {
-    return this.#engine.cancel(runId);
+    const result = this.#engine.cancel(runId);
+    if (result.ok) await shipIndexNow(this.#cx); // a cancelled run, and its approval, are listed as such on return
+    return result;
   }
 
   /** S4 §1.2 checkpoint: the state, its revision, the bounded recent messages and the trace tail. */

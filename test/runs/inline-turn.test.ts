@@ -180,16 +180,24 @@ describe("ISSUE23 run inline", () => {
     const app = appFor(runConfig(host, { agentId, agent: { tools: { allow: [] } } }));
     const room = `room-${label()}`;
     const stub = env.SESSIONS.getByName(`agent:${agentId}:http:alice~${room}:dm:u`);
-    // The object's alarm is never set: a run the alarm would have to start would never start.
+    // The object's alarm is never set: a run the alarm would have to start would never start. The object still sees
+    // the alarm it asked for (getAlarm), as it would a real one that has not fired yet.
     const asked: number[] = [];
     await runInDurableObject(stub, (_i, state: DurableObjectState) => {
-      (state.storage as { setAlarm: DurableObjectStorage["setAlarm"] }).setAlarm = async (at: number | Date) => {
+      let armed: number | null = null;
+      const storage = state.storage as { setAlarm: DurableObjectStorage["setAlarm"]; getAlarm: DurableObjectStorage["getAlarm"] };
+      storage.setAlarm = async (at: number | Date) => {
         asked.push(Number(at) - Date.now());
+        armed = Number(at);
       };
+      storage.getAlarm = async () => armed;
     });
     const turn = await say(app, agentId, room, "hello");
     const run = await waitForRun(app, turn.id);
     expect(run).toMatchObject({ status: "completed", output: "inline answer" });
+    await runInDurableObject(stub, (_i, state: DurableObjectState) => {
+      delete (state.storage as { getAlarm?: unknown }).getAlarm;
+    });
     expect(await alarmOf(stub)).toBeNull();
     expect(WATCHDOG_MS).toBe(1_000);
     expect(asked).toHaveLength(1);

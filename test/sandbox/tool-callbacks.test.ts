@@ -86,12 +86,29 @@ describe("DESIGN Auth: sandbox tokens", () => {
     const expires = Date.parse(res.body.expires_at) / 1000;
     expect(expires - before).toBeGreaterThanOrEqual(600);
     expect(expires - before).toBeLessThanOrEqual(601);
-    const outbox = await runInDurableObject(env.SESSIONS.getByName(sessionKey), (_, state) =>
-      state.storage.sql.exec("SELECT event FROM audit_outbox").toArray(),
+    // The event waits in the object's audit outbox until its shipping window ends, then is in the day's audit log:
+    // read both, until it is in one of them.
+    const day = new Date().toISOString().slice(0, 10);
+    let events: { event_type: string }[] = [];
+    await until(async () => {
+      const queued = await runInDurableObject(env.SESSIONS.getByName(sessionKey), (_, state) =>
+        state.storage.sql.exec("SELECT event FROM audit_outbox").toArray(),
+      );
+      const shipped = (await call(app, "GET", `/api/admin/audit?agent_id=main&date=${day}`, undefined, ADMIN)).text;
+      events = [
+        ...queued.map((r) => JSON.parse(r.event as string)),
+        ...shipped
+          .split("\n")
+          .filter(Boolean)
+          .map((l: string) => JSON.parse(l)),
+      ];
+      return events.some((e) => JSON.stringify(e).includes(res.body.token_id));
+    });
+    const minted = events.find(
+      (e) => e.event_type === "sandbox_token.minted" && (e as { payload?: { token_id?: string } }).payload?.token_id === res.body.token_id,
     );
-    const minted = outbox.map((r) => JSON.parse(r.event as string)).find((e) => e.event_type === "sandbox_token.minted");
     expect(minted).toMatchObject({ actor: "admin", payload: { token_id: res.body.token_id, session_id: sessionId } });
-    expect(JSON.stringify(outbox)).not.toContain(res.body.token);
+    expect(JSON.stringify(events)).not.toContain(res.body.token);
   });
 
   it("minting: an unknown session is 404; an api token is 403; without SANDBOX_TOKEN_SECRET it is 503 sandbox.unavailable", async () => {
