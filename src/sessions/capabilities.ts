@@ -107,7 +107,8 @@ export class AlarmRunner {
   async reschedule(): Promise<void> {
     const now = Date.now();
     const times = this.#capabilities.map((c) => c.nextAlarmAt(now)).filter((t): t is number => t !== null);
-    if (times.length > 0) return this.#storage.setAlarm(Math.min(...times));
+    // A capability may answer "due since long ago" (0): the runtime refuses an alarm time <= 0, so it is due now.
+    if (times.length > 0) return this.#storage.setAlarm(Math.max(now, Math.min(...times)));
     return this.#storage.deleteAlarm();
   }
 }

@@ -43,7 +43,9 @@ export async function openShippingWindow(storage: DurableObjectStorage): Promise
   const dueAt = Math.max(now, w.lastPassAt + SHIP_WINDOW_MS);
   if (w.dueAt !== null) return;
   w.dueAt = dueAt;
-  setTimeout(() => void w.ship?.(), dueAt - now);
+  // A pass that fails here (R2 or D1 down) leaves its rows queued; the backup alarm below ships them, and rethrows to
+  // the runtime if it fails too. Caught so that a failed timer pass is not an unhandled rejection in the isolate.
+  setTimeout(() => void w.ship?.().catch(() => {}), dueAt - now);
   const backup = dueAt + SHIP_WINDOW_MS;
   const at = await storage.getAlarm();
   // Every alarm ships, so one already due about then (the run's watchdog, set a moment earlier) is the backup: moving
