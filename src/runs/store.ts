@@ -226,11 +226,6 @@ export function markRunCancelled(sql: Sql, runId: string, now: string): void {
   sql.run`UPDATE runs SET status = 'cancelled', output = '', finished_at = ${now}, updated_at = ${now} WHERE id = ${runId}`;
 }
 
-/** Whether the D1 index holds the run's current state. */
-export function setRunIndexed(sql: Sql, runId: string, indexed: boolean): void {
-  sql.run`UPDATE runs SET indexed = ${indexed ? 1 : 0} WHERE id = ${runId}`;
-}
-
 /** Adds a model call's token usage to the run. */
 export function addRunUsage(sql: Sql, runId: string, promptTokens: number, completionTokens: number): void {
   sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${promptTokens}, completion_tokens = completion_tokens + ${completionTokens}
