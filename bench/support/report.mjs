@@ -205,18 +205,22 @@ export function summarise(results, peer) {
   if (results.stream !== undefined || t) {
     const st = results.stream;
     const ttft = st && !st.error ? st.first_released_token_ms_p50 : undefined;
+    const conv = st && !st.error ? st.first_released_token_ms_p50_in_conversation : undefined;
     const measured = st?.peer_first_chunk?.p50_ms;
     const peerFirst = measured ?? peer.first_chunk_median_ms;
     const what =
       measured !== undefined
         ? "peer first text chunk, same slow model, same run"
         : "peer first chunk with its ZERO-LATENCY model (fallback, not like for like: --peer measures it)";
+    // Ours twice: a session of its own per request (the headline), and the next turn of one conversation (as the peer's).
+    const both = (a, b) => (b === undefined ? `${a}` : `${a} / ${b}`);
     add(
-      "guarded stream: time to first released token, p50 (slowly streaming model)",
-      ttft ?? "n/a (bench/stream.bench.ts not in this run)",
+      `guarded stream: time to first released token, p50 (slowly streaming model)${conv === undefined ? "" : ": own session / one conversation"}`,
+      ttft === undefined ? "n/a (bench/stream.bench.ts not in this run)" : both(ttft, conv),
       ttft === undefined ? "" : "ms",
       {
-        ratio: ttft === undefined ? "" : `${vsPeer(ttft, peerFirst)}× ${what}`,
+        ratio:
+          ttft === undefined ? "" : `${both(vsPeer(ttft, peerFirst), conv === undefined ? undefined : vsPeer(conv, peerFirst))}× ${what}`,
         peer: peerFirst,
       },
     );
