@@ -6,7 +6,8 @@
 // --quick: fewer samples and shorter windows (target: under 60 s). --table: prints the last run's summary
 // again. --peer: also runs the peer benchmark
 // (Cloudflare's Agents SDK, /work/shared/peers) from a temporary copy and compares with it, instead of
-// with its published figures. A bench that fails is recorded as { error } and the run exits 1.
+// with its published figures; and the benches that measure the peer themselves (PEER_SELF) do so. When --only
+// names only such benches, the peer's own benchmark is not run. A bench that fails is recorded as { error } and the run exits 1.
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,6 +23,9 @@ const only = process.argv
   ?.slice("--only=".length)
   .split(",");
 const t0 = performance.now();
+/** Benches that, given --peer, measure the peer beside themselves (bench/stream.bench.ts: the same slow model). */
+const PEER_SELF = ["stream"];
+const peerRun = peer && !only?.every((n) => PEER_SELF.includes(n));
 
 // --table: print the summary of the last run again (bench/results/latest.json), without measuring.
 if (process.argv.includes("--table")) {
@@ -110,7 +114,7 @@ for (const [i, name] of names.entries()) {
   const s0 = performance.now();
   try {
     if (background.has(name)) results[name] = await background.get(name);
-    else results[name] = await (await load(name)).run(quick, prepared.get(name), settle);
+    else results[name] = await (await load(name)).run(quick, prepared.get(name), settle, { peer });
   } catch (err) {
     failed = true;
     results[name] = { error: err instanceof Error ? err.message : String(err) };
@@ -122,7 +126,12 @@ for (const [i, name] of names.entries()) {
 }
 
 let peerFig = PEER_PUBLISHED;
-if (peer) {
+if (peer && !peerRun)
+  peerFig = {
+    ...PEER_PUBLISHED,
+    source: `${PEER_PUBLISHED.source.replace(/ \(not measured.*\)$/, "")}; --peer: measured by ${only.join(", ")} itself`,
+  };
+if (peerRun) {
   const s0 = performance.now();
   try {
     results.peer = await runPeer();

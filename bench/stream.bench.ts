@@ -3,13 +3,17 @@
  * The gateway runs under `wrangler dev` (bench/support/devserver.ts) against a model that streams `TOKENS`
  * words, one every `DELAY_MS`; a client asks `POST /v1/chat/completions` with `stream: true` and times its first
  * non-empty content chunk and the end of the stream, beside the same turn without `stream` (the whole answer).
- * The guarded stream's first token is bounded below by the held words (HOLDBACK_WORDS + 1 model tokens); the
- * peer's first chunk (Agents SDK, ../shared/peers) is one model token — see docs/benchmarks.md for how to
- * measure it beside this figure.
+ * The guarded stream's first token is bounded below by the held words (HOLDBACK_WORDS + 1 model tokens).
+ * With `npm run bench -- --peer` the peer (the Agents SDK's AIChatAgent, bench/support/peer-agent.ts) runs under
+ * its own `wrangler dev` against the same model server, and its turns are interleaved with ours, one for one: time
+ * to its first frame carrying a text delta and to its `done` frame (results.stream.peer_first_chunk).
  */
+import { rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { HOLDBACK_WORDS } from "../src/prompts/stream-guard";
-import { median, round, startGatewayBench } from "./support/devserver";
+import { latencySummary, median, round, startGatewayBench } from "./support/devserver";
+import { type PeerAgent, PeerConversation, type PeerCopy, preparePeer, startPeer } from "./support/peer-agent";
 
 /** Words the slow model streams per answer, and the delay before each. */
 const TOKENS = 60;
@@ -65,13 +69,16 @@ async function startSlowModel(_work: string, port: number): Promise<{ server: Se
   return { server, firstTokenMs };
 }
 
-/** One streamed turn: ms to the first non-empty content chunk and to `[DONE]`, and the content received. */
-async function streamedTurn(base: string, token: string): Promise<{ first: number; done: number; content: string }> {
+/**
+ * One streamed turn: ms to the first non-empty content chunk and to `[DONE]`, and the content received. Without
+ * `user` a session of its own (the headline figure); with it, the next turn of that conversation.
+ */
+async function streamedTurn(base: string, token: string, user?: string): Promise<{ first: number; done: number; content: string }> {
   const t0 = performance.now();
   const res = await fetch(`${base}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "agent:main", messages: [{ role: "user", content: "hello" }], stream: true }),
+    body: JSON.stringify({ model: "agent:main", messages: [{ role: "user", content: "hello" }], stream: true, user }),
   });
   if (res.status !== 200 || !res.body) throw new Error(`stream bench: POST /v1/chat/completions answered ${res.status}`);
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -108,23 +115,69 @@ async function wholeTurn(base: string, token: string): Promise<number> {
   return performance.now() - t0;
 }
 
-export async function run(quick: boolean) {
+/** The peer beside ours: its copy installed while our gateway starts, then its Worker on our model's port. */
+interface PeerSide {
+  agent: PeerAgent;
+  chat: PeerConversation;
+  first: number[];
+  done: number[];
+  modelFirst: number[];
+}
+
+/** Starts the peer against the model on `modelPort` and warms it up (one turn); the reason as a string if it cannot. */
+async function startPeerSide(copy: Promise<PeerCopy>, modelPort: number): Promise<PeerSide | string> {
+  let agent: PeerAgent | undefined;
+  try {
+    agent = await startPeer(await copy, modelPort, "stream bench (peer)");
+    const chat = await PeerConversation.open(agent.dev.base, `stream-${crypto.randomUUID()}`);
+    const warm = await chat.turn("hello");
+    if (warm.text !== ANSWER) throw new Error(`the peer's answer is not the model's: ${warm.text.slice(0, 200)}`);
+    return { agent, chat, first: [], done: [], modelFirst: [] };
+  } catch (err) {
+    await agent?.dispose(false);
+    return `the peer could not run: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`;
+  }
+}
+
+/** One peer turn, checked; the model's first-token time of that call moves from ours to the peer's list. */
+async function peerTurn(peer: PeerSide, model: { firstTokenMs: number[] }): Promise<void> {
+  const before = model.firstTokenMs.length;
+  const t = await peer.chat.turn("hello");
+  if (t.text !== ANSWER) throw new Error(`stream bench: the peer's text deltas do not add up to the answer: ${t.text.slice(0, 200)}`);
+  peer.first.push(t.first);
+  peer.done.push(t.done);
+  peer.modelFirst.push(...model.firstTokenMs.splice(before));
+}
+
+/** `opts.peer` (`npm run bench -- --peer`): measure the peer's first chunk beside ours with the same model. */
+export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown, opts: { peer?: boolean } = {}) {
   const samples = quick ? 3 : 10;
   const apiToken = `bench-${crypto.randomUUID().replaceAll("-", "")}`;
+  // The peer's copy and `npm ci` go beside our gateway's start-up (neither is measured).
+  const peerCopy = opts.peer ? preparePeer("stream bench (peer)") : undefined;
+  peerCopy?.catch(() => {}); // reported below
   const gateway = await startGatewayBench({
     tag: "stream bench",
     devVars: `GATEWAY_ADMIN_TOKEN=admin-${crypto.randomUUID().replaceAll("-", "")}\nGATEWAY_API_TOKENS=bench:${apiToken}\n`,
     startModel: startSlowModel,
+  }).catch(async (err) => {
+    await peerCopy?.then((c) => rmSync(c.tmp, { recursive: true, force: true })).catch(() => {});
+    throw err;
   });
   let ok = false;
+  let peer: PeerSide | string = "not measured: pass --peer (npm run bench -- --only=stream --peer)";
   try {
     const base = gateway.dev.base;
+    if (peerCopy) peer = await startPeerSide(peerCopy, (gateway.model.server.address() as AddressInfo).port);
+    const user = `stream-${crypto.randomUUID()}`; // one conversation, as the peer's turns are
     await streamedTurn(base, apiToken); // warm-up: isolate, object, connections
     await wholeTurn(base, apiToken);
+    await streamedTurn(base, apiToken, user);
     gateway.model.firstTokenMs.length = 0;
     const first: number[] = [];
     const done: number[] = [];
     const whole: number[] = [];
+    const inConversation: number[] = [];
     for (let i = 0; i < samples; i++) {
       const s = await streamedTurn(base, apiToken);
       if (s.content !== ANSWER)
@@ -132,19 +185,44 @@ export async function run(quick: boolean) {
       first.push(s.first);
       done.push(s.done);
       whole.push(await wholeTurn(base, apiToken));
+      const c = await streamedTurn(base, apiToken, user);
+      if (c.content !== ANSWER) throw new Error(`stream bench: a conversation's streamed chunks are wrong: ${c.content.slice(0, 200)}`);
+      inConversation.push(c.first);
+      if (typeof peer !== "string") await peerTurn(peer, gateway.model);
     }
     ok = true;
+    const ttft = median(first);
     return {
       model: `${TOKENS} words, one every ${DELAY_MS} ms (first token at ${DELAY_MS} ms, last at ${TOKENS * DELAY_MS} ms)`,
       held_words: HOLDBACK_WORDS,
       samples,
-      first_released_token_ms_p50: round(median(first)),
+      first_released_token_ms_p50: round(ttft),
       model_first_token_ms_p50: round(median(gateway.model.firstTokenMs)),
       stream_done_ms_p50: round(median(done)),
       whole_answer_ms_p50: round(median(whole)),
-      first_token_vs_whole_answer: round(median(first) / median(whole), 2),
+      first_token_vs_whole_answer: round(ttft / median(whole), 2),
+      first_released_token_ms_p50_in_conversation: round(median(inConversation)),
+      peer_first_chunk:
+        typeof peer === "string"
+          ? { unavailable: peer }
+          : {
+              how: "the peer's AIChatAgent under wrangler dev, same model server, one conversation over its WebSocket, turns interleaved with ours: cf_agent_use_chat_request sent -> first frame with a text-delta chunk",
+              ...latencySummary(peer.first),
+              done_ms_p50: round(median(peer.done)),
+              model_first_token_ms_p50: round(median(peer.modelFirst)),
+            },
+      ...(typeof peer === "string"
+        ? {}
+        : {
+            first_token_vs_peer_first_chunk: round(ttft / median(peer.first), 2),
+            in_conversation_vs_peer_first_chunk: round(median(inConversation) / median(peer.first), 2),
+          }),
     };
   } finally {
+    if (typeof peer !== "string") {
+      peer.chat.close();
+      await peer.agent.dispose(ok);
+    }
     await gateway.dispose(ok);
   }
 }

@@ -160,6 +160,8 @@ export async function startWranglerDev(o: {
   env: NodeJS.ProcessEnv;
   logFile: string;
   healthPath?: string;
+  /** Whether an answer to `GET healthPath` means "up" (status 200 by default). */
+  ready?: (status: number) => boolean;
 }): Promise<WranglerDev> {
   const wrangler = join(o.root, "node_modules", ".bin", "wrangler");
   const port = await freePort();
@@ -189,10 +191,10 @@ export async function startWranglerDev(o: {
       if (child.exitCode !== null || child.signalCode !== null)
         throw new Error(`${o.tag}: wrangler dev exited early:\n${readFileSync(o.logFile, "utf8")}`);
       if (performance.now() - started > 90_000)
-        throw new Error(`${o.tag}: no GET ${o.healthPath ?? "/healthz"} 200 within 90 s:\n${readFileSync(o.logFile, "utf8")}`);
+        throw new Error(`${o.tag}: no GET ${o.healthPath ?? "/healthz"} answer within 90 s:\n${readFileSync(o.logFile, "utf8")}`);
       const res = await fetch(`${base}${o.healthPath ?? "/healthz"}`).catch(() => null);
       await res?.arrayBuffer();
-      if (res?.status === 200) break;
+      if (res && (o.ready ?? ((s) => s === 200))(res.status)) break;
       await sleep(200);
     }
   } catch (err) {

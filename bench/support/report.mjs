@@ -183,10 +183,10 @@ export function summarise(results, peer) {
     }
     if (t.session) add("one session: last-10 ÷ first-10 turn median", t.session.growth_ratio, "×");
   }
-  // Hooks for the benches issue 23's other parts add (bench/ws.bench.ts, bench/stream.bench.ts): a row each,
-  // "n/a" until that bench is in the run. ws: { websocket: { turns_per_s_8_concurrent } };
-  // stream: { first_released_token_ms_p50, peer_first_chunk: { p50_ms }? } (the peer's first chunk with the
-  // same slowly streaming model if the bench measured it, else the peer run's zero-latency first chunk).
+  // Rows for bench/ws.bench.ts and bench/stream.bench.ts, "n/a" until that bench is in the run.
+  // ws: { websocket: { turns_per_s_8_concurrent } }; stream: { first_released_token_ms_p50, peer_first_chunk: { p50_ms }? }
+  // (the peer's first chunk with the same slowly streaming model, measured by that bench with --peer; else the
+  // peer run's zero-latency first chunk, labelled as such: not like for like).
   if (results.ws !== undefined || t) {
     const ws = results.ws;
     const rate = ws && !ws.error ? ws.websocket?.turns_per_s_8_concurrent : undefined;
@@ -205,13 +205,22 @@ export function summarise(results, peer) {
   if (results.stream !== undefined || t) {
     const st = results.stream;
     const ttft = st && !st.error ? st.first_released_token_ms_p50 : undefined;
-    const peerFirst = st?.peer_first_chunk?.p50_ms ?? peer.first_chunk_median_ms;
+    const conv = st && !st.error ? st.first_released_token_ms_p50_in_conversation : undefined;
+    const measured = st?.peer_first_chunk?.p50_ms;
+    const peerFirst = measured ?? peer.first_chunk_median_ms;
+    const what =
+      measured !== undefined
+        ? "peer first text chunk, same slow model, same run"
+        : "peer first chunk with its ZERO-LATENCY model (fallback, not like for like: --peer measures it)";
+    // Ours twice: a session of its own per request (the headline), and the next turn of one conversation (as the peer's).
+    const both = (a, b) => (b === undefined ? `${a}` : `${a} / ${b}`);
     add(
-      "guarded stream: time to first released token, p50 (slowly streaming model)",
-      ttft ?? "n/a (bench/stream.bench.ts not in this run)",
+      `guarded stream: time to first released token, p50 (slowly streaming model)${conv === undefined ? "" : ": own session / one conversation"}`,
+      ttft === undefined ? "n/a (bench/stream.bench.ts not in this run)" : both(ttft, conv),
       ttft === undefined ? "" : "ms",
       {
-        ratio: ttft === undefined ? "" : `${vsPeer(ttft, peerFirst)}× peer first chunk`,
+        ratio:
+          ttft === undefined ? "" : `${both(vsPeer(ttft, peerFirst), conv === undefined ? undefined : vsPeer(conv, peerFirst))}× ${what}`,
         peer: peerFirst,
       },
     );
