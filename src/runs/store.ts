@@ -303,3 +303,17 @@ export function closeToolCall(sql: Sql, k: ToolCallKey, error: string, summary: 
                    duration_ms = 0, finished_at = ${now}, decision = ${decision}
             WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
 }
+
+/**
+ * Whether a run of generation `sessionId` ever planned `request_env_variables`: only then can an env request of
+ * this generation exist (the tool is the only thing that opens one), so only then is D1 asked which keys arrived.
+ * The subquery reads the partial index of those calls (schema v18), so the answer costs the same however long the
+ * session's history is.
+ */
+export function generationAskedForEnv(sql: Sql, sessionId: string): boolean {
+  return (
+    sql.one<{ one: number }>`
+    SELECT 1 AS one FROM runs WHERE session_id = ${sessionId}
+    AND id IN (SELECT run_id FROM tool_executions WHERE tool = 'request_env_variables') LIMIT 1` !== undefined
+  );
+}

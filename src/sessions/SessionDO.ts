@@ -167,9 +167,14 @@ export class SessionDO extends DurableObject<Env> {
    * keeps the object alive meanwhile and resumes the run if it is lost).
    */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
-    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
+    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec), this.#startInline(input));
     if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
     return queued;
+  }
+
+  /** A run with a spec is started in the transaction that stores it (issue 23, T1), when nothing runs before it. */
+  #startInline(input: EnqueueInput): ((runId: string) => void) | undefined {
+    return input.spec ? (runId) => this.#engine.startInline(runId) : undefined;
   }
 
   /** `enqueueMessage`, then waits for its run to stop, in one call (`POST /v1/runs` with `Prefer: wait`, issue 12). */
@@ -179,7 +184,7 @@ export class SessionDO extends DurableObject<Env> {
     waitMs: number,
     opts: { untilPaused?: boolean } = {},
   ): Promise<{ queued: Enqueued; done: AwaitedRun | null }> {
-    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
+    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec), this.#startInline(input));
     if (queued.duplicate || !input.spec) return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
     // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
     const stopped = this.#engine.whenStopped(queued.runId);

@@ -72,20 +72,26 @@ export class RunBundles implements AlarmCapability {
     return this.#retryAt;
   }
 
-  /** Writes the bundles still missing, oldest first; stops at the first R2 failure. */
+  /**
+   * Writes the bundles still missing, oldest first; stops at the first R2 failure. The written ones are marked in
+   * one commit at the end (issue 23: one commit per pass, not per run); a crash before it only means those bundles
+   * are put again, and a create-only put of a bundle already there is a success.
+   */
   async onAlarm(): Promise<void> {
     const cx = this.#cx;
     this.#retryAt = null;
-    for (const id of unbundledFinishedRuns(cx.sql)) {
-      const detail = runDetail(cx.sql, id);
-      if (!detail) continue;
-      try {
+    const written: string[] = [];
+    try {
+      for (const id of unbundledFinishedRuns(cx.sql)) {
+        const detail = runDetail(cx.sql, id);
+        if (!detail) continue;
         await writeRunBundle(cx.env.AUDIT, detail, secretValuesFromEnv(cx.env));
-        markBundled(cx.sql, id);
-      } catch {
-        this.#retryAt = Date.now() + BUNDLE_RETRY_MS;
-        return;
+        written.push(id);
       }
+    } catch {
+      this.#retryAt = Date.now() + BUNDLE_RETRY_MS;
+    } finally {
+      if (written.length > 0) cx.storage.transactionSync(() => markBundled(cx.sql, written));
     }
   }
 }

@@ -262,4 +262,7 @@ export const SESSION_MIGRATIONS: Migrations = [
    INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'run', id FROM runs WHERE indexed = 0;
    INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'session', '' FROM session_state;
    INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'generation', session_id FROM generations;`,
+  // v18 (issue 23): the calls that can have opened an env request, found without a scan. A generation with none
+  // has no fulfilled keys to name in its prompt, so its runs skip that D1 read (src/runs/round-prompt.ts).
+  `CREATE INDEX tool_executions_env_requests ON tool_executions (run_id) WHERE tool = 'request_env_variables';`,
 ];

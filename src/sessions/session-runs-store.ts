@@ -61,9 +61,9 @@ export function unbundledFinishedRuns(sql: Sql): string[] {
   );
 }
 
-/** Marks a run's bundle written. */
-export function markBundled(sql: Sql, runId: string): void {
-  sql.run`UPDATE runs SET bundled = 1 WHERE id = ${runId}`;
+/** Marks these runs' bundles written. */
+export function markBundled(sql: Sql, runIds: readonly string[]): void {
+  for (const id of runIds) sql.run`UPDATE runs SET bundled = 1 WHERE id = ${id}`;
 }
 
 /** The run a sandbox callback belongs to: the running one, else the newest of the generation. */

@@ -1,7 +1,7 @@
 /**
  * Who the session is and where it is listed: creating the session on first use (its row and its first generation;
- * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped before the
- * call answers, best effort, so a D1 failure can neither fail the call nor leave the session unlisted), reading it
+ * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped with the
+ * shipping window, so a D1 failure can neither fail the call nor leave the session unlisted), reading it
  * back, its S5 type, and keeping the D1 index row's `updated_at` roughly current. Everything that needs "the
  * session" asks here.
  */
@@ -56,9 +56,9 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
     insertGeneration(cx.sql, ref.sessionId, now);
     setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
-  // Listed before the call answers, as before issue 23 — but a D1 failure now leaves the rows queued for the
-  // shipping window to retry instead of failing the call (and leaving the session unlisted for good).
-  await shipIndexNow(cx);
+  // Listed within the shipping window (issue 23): the first turn does not wait for D1, and its session,
+  // generation and run rows usually travel in one batch. A D1 failure leaves them queued for the next pass.
+  await openShippingWindow(cx.storage);
   return ref;
 }
 
