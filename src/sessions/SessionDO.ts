@@ -47,6 +47,7 @@ import { SESSION_MIGRATIONS } from "./schema";
 import { recordAuditEvent } from "./session-audit";
 import { ensureSession, type SessionIdentity, sessionType } from "./session-state";
 import { markCreated } from "./session-store";
+import { windowOf } from "./ship-window";
 import { Shipping } from "./shipping";
 import { getSystemPrompt, type SystemPromptAnswer, setSystemPrompt } from "./system-prompt";
 import { idempotencyPurge, type ToolCallbackAnswer, type ToolCallbackPolicy, ToolCallbacks } from "./tool-callbacks";
@@ -86,6 +87,7 @@ export class SessionDO extends DurableObject<Env> {
       firingReports(cx),
       channelReplies(cx),
     ]);
+    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
     this.#sockets = new SessionSockets(cx, this);
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
@@ -168,7 +170,7 @@ export class SessionDO extends DurableObject<Env> {
    */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
     const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec), this.#startInline(input));
-    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
+    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.settle(this.#engine.busy));
     return queued;
   }
 
@@ -188,7 +190,7 @@ export class SessionDO extends DurableObject<Env> {
     if (queued.duplicate || !input.spec) return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
     // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
     const stopped = this.#engine.whenStopped(queued.runId);
-    await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
+    await startRuns(this.#cx, this.#engine, () => this.#alarms.settle(this.#engine.busy));
     const q = { runId: queued.runId, waitMs, untilPaused: opts.untilPaused };
     return { queued, done: await awaitInline(this.#cx.sql, this.#waiters, this.#engine, stopped, q) };
   }

@@ -7,6 +7,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { runObjectId } from "../../src/runs/ids";
 import { SessionDO } from "../../src/sessions/SessionDO";
 import { hasServiceCommands, noteServiceCommandsSaved, SETUP_CACHE_MS } from "../../src/storage/setup-records";
 import { runConfig, uniqueHost } from "../support/config";
@@ -76,6 +77,28 @@ describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
       [3, "model.requested"],
       [4, "run.completed"],
     ]);
+  });
+
+  it("ISSUE23 after the timer's shipping pass, with nothing left to do, the object's alarm is cleared: no watchdog fires for an idle conversation", async () => {
+    const agentId = `settle-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    const turn = conversation(app, agentId, "settle-1");
+    await turn();
+    const c = await countFromHere();
+    const runId = await turn();
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
+    let alarm: number | null = 0;
+    for (let i = 0; i < 50 && alarm !== null; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      alarm = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    }
+    const counts = { ...c.counts };
+    c.stop();
+    expect(alarm).toBeNull();
+    expect(counts.alarmFires).toBe(0);
+    // Shipped all the same: the run's final index row is in D1.
+    const row = await env.DB.prepare("SELECT status FROM runs WHERE run_id = ?1").bind(runId).first<{ status: string }>();
+    expect(row).toEqual({ status: "completed" });
   });
 
   it("ISSUE23 a session that never asked for an environment variable reads neither env_requests nor, within SETUP_CACHE_MS, setup_records from D1", async () => {
