@@ -58,7 +58,7 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
   });
   // Listed within the shipping window (issue 23): the first turn does not wait for D1, and its session,
   // generation and run rows usually travel in one batch. A D1 failure leaves them queued for the next pass.
-  await openShippingWindow(cx.storage);
+  await openShippingWindow(cx.storage, { fullWindow: true });
   return ref;
 }
 
