@@ -244,7 +244,7 @@ export function markAwaitingApproval(sql: Sql, runId: string, now?: string): voi
   else sql.run`UPDATE runs SET status = 'awaiting_approval', updated_at = ${now} WHERE id = ${runId}`;
 }
 
-/** An approval was decided or expired: the waiting run goes back to running (the alarm picks it up). */
+/** An approval was decided or expired: the waiting run goes back to running (the deciding call starts it, D-059). */
 export function resumeAfterApproval(sql: Sql, runId: string, now: string): void {
   sql.run`UPDATE runs SET status = 'running', updated_at = ${now} WHERE id = ${runId}`;
 }

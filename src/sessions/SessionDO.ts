@@ -39,7 +39,7 @@ import {
   type Snapshot,
 } from "./generations";
 import { shipIndexNow } from "./index-outbox";
-import { approvalExpiry, firingReports, RunBundles, runDrain, startRuns } from "./run-capabilities";
+import { approvalExpiry, firingReports, RunBundles, resumeDecided, runDrain, startRuns } from "./run-capabilities";
 import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
 import { RunWaiters } from "./run-waiters";
@@ -143,7 +143,7 @@ export class SessionDO extends DurableObject<Env> {
     return recordAuditEvent(this.#cx, identity, eventType, actor, payload);
   }
 
-  /** Admin: approves or denies a pending approval (S1 §3.3); the run resumes from the alarm. */
+  /** Admin: approves or denies a pending approval (S1 §3.3); its run resumes here, inline, after the answer too (D-059). */
   async decideApproval(
     approvalId: string,
     decision: "approve" | "deny",
@@ -152,9 +152,10 @@ export class SessionDO extends DurableObject<Env> {
   ): Promise<{ ok: true; approval: ApprovalRow } | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow }> {
     const result = this.#engine.decideApproval(approvalId, decision, decidedBy, reason);
     if (!result.ok && result.reason !== "expired") return result;
+    const started = await resumeDecided(this.#cx, this.#engine, () => this.#alarms.settle(this.#engine.busy), result.approval?.run_id);
     // D1 hears of the decision before the admin's call returns: the pending limits and admin lists read it there.
     await shipIndexNow(this.#cx);
-    await this.#alarms.reschedule();
+    if (!started) await this.#alarms.reschedule(); // else the watchdog armed for the run reschedules when it fires
     return result;
   }
 

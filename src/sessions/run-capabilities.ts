@@ -1,9 +1,12 @@
 /**
  * The run-side background work, as capabilities run from the alarm: expiring overdue approvals, resuming runs
- * whose execution was lost (runs start inline, in the call that queued them — issue 23; the alarm is their
- * watchdog), writing each finished run's R2 bundle, and reporting finished job runs to their D1 firing rows.
+ * whose execution was lost (runs start inline, in the call that queued them — issue 23 — or in the call that
+ * decided their approval — D-059; the alarm is their watchdog), writing each finished run's R2 bundle, and
+ * reporting finished job runs to their D1 firing rows.
  */
 import { writeRunBundle } from "../audit/bundles";
+import { createLogger } from "../observability/logger";
+import { gatewayLogSink } from "../observability/r2-logs";
 import { nextExpiry } from "../runs/approvals";
 import { FIRING_REPORT_RETRY_MS, hasUnreportedFirings, reportFirings } from "../runs/completion";
 import type { RunEngine } from "../runs/engine";
@@ -30,8 +33,7 @@ export function approvalExpiry(cx: SessionContext, engine: RunEngine): AlarmCapa
 
 /**
  * Capability: the runs' watchdog. While this instance executes runs it only keeps the alarm a heartbeat ahead;
- * a runnable run with no live drain here (its execution lost to eviction or a crash, or one the alarm resumes
- * after an approval) is executed at once.
+ * a runnable run with no live drain here (its execution lost to eviction or a crash) is executed at once.
  */
 export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability {
   return {
@@ -45,14 +47,38 @@ export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability
 
 /**
  * Starts the queued runs inline, under the object's ordering (one drain at a time), with the watchdog armed;
- * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers.
+ * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers;
+ * `failed` hears of a drain that threw (the watchdog alarm retries whatever did not happen).
  */
-export async function startRuns(cx: SessionContext, engine: RunEngine, ended: () => Promise<void>): Promise<void> {
+export async function startRuns(
+  cx: SessionContext,
+  engine: RunEngine,
+  ended: () => Promise<void>,
+  failed: (err: unknown) => void = () => {},
+): Promise<void> {
   await armWatchdog(cx.storage);
-  void engine
-    .drain()
-    .then(ended)
-    .catch(() => {}); // the watchdog alarm retries whatever did not happen
+  void engine.drain().then(ended).catch(failed);
+}
+
+/**
+ * D-059: starts the run an approval decision (or the expiry found by it) put back to `running`, inline, as
+ * enqueue starts a new run — not from the alarm. It joins the live drain if there is one (a run is never executed
+ * twice at once: the drain is one per instance, and the watchdog only starts one when none is live here). Not
+ * awaited: the approver is answered while the run goes on, covered by the watchdog; a drain that throws is
+ * logged against `runId`. False when no run is runnable (the run was cancelled meanwhile, or had already ended).
+ */
+export async function resumeDecided(
+  cx: SessionContext,
+  engine: RunEngine,
+  ended: () => Promise<void>,
+  runId: string | undefined,
+): Promise<boolean> {
+  if (!nextRunnable(cx.sql)) return false;
+  await startRuns(cx, engine, ended, (err) => {
+    const logger = createLogger("info", gatewayLogSink(cx.env.AUDIT));
+    logger.log("error", "run.internal_error", { run_id: runId ?? "unknown", error_name: err instanceof Error ? err.name : "unknown" });
+  });
+  return true;
 }
 
 /** Capability: writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */
