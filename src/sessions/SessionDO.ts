@@ -39,13 +39,13 @@ import {
   type Snapshot,
 } from "./generations";
 import { shipIndexNow } from "./index-outbox";
-import { approvalExpiry, firingReports, RunBundles, resumeDecided, runDrain, startRuns } from "./run-capabilities";
+import { approvalExpiry, enqueueInline, firingReports, RunBundles, resumeDecided, runDrain } from "./run-capabilities";
 import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
 import { RunWaiters } from "./run-waiters";
 import { SESSION_MIGRATIONS } from "./schema";
 import { recordAuditEvent } from "./session-audit";
-import { ensureSession, type SessionIdentity, sessionType } from "./session-state";
+import { ensureSession, type SessionIdentity, sessionListed, sessionType } from "./session-state";
 import { markCreated } from "./session-store";
 import { windowOf } from "./ship-window";
 import { Shipping } from "./shipping";
@@ -152,7 +152,7 @@ export class SessionDO extends DurableObject<Env> {
   ): Promise<{ ok: true; approval: ApprovalRow } | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow }> {
     const result = this.#engine.decideApproval(approvalId, decision, decidedBy, reason);
     if (!result.ok && result.reason !== "expired") return result;
-    const started = await resumeDecided(this.#cx, this.#engine, () => this.#alarms.settle(this.#engine.busy), result.approval?.run_id);
+    const started = await resumeDecided(this.#cx, this.#engine, () => this.#alarms.expedite(), result.approval?.run_id);
     // D1 hears of the decision before the admin's call returns: the pending limits and admin lists read it there.
     await shipIndexNow(this.#cx);
     if (!started) await this.#alarms.reschedule(); // else the watchdog armed for the run reschedules when it fires
@@ -170,14 +170,9 @@ export class SessionDO extends DurableObject<Env> {
    * keeps the object alive meanwhile and resumes the run if it is lost).
    */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
-    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec), this.#startInline(input));
-    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.settle(this.#engine.busy));
+    const { queued } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite());
+    await sessionListed(this.#cx); // a new session's D1 batch ran beside the call (issue 23)
     return queued;
-  }
-
-  /** A run with a spec is started in the transaction that stores it (issue 23, T1), when nothing runs before it. */
-  #startInline(input: EnqueueInput): ((runId: string) => void) | undefined {
-    return input.spec ? (runId) => this.#engine.startInline(runId) : undefined;
   }
 
   /** `enqueueMessage`, then waits for its run to stop, in one call (`POST /v1/runs` with `Prefer: wait`, issue 12). */
@@ -187,13 +182,15 @@ export class SessionDO extends DurableObject<Env> {
     waitMs: number,
     opts: { untilPaused?: boolean } = {},
   ): Promise<{ queued: Enqueued; done: AwaitedRun | null }> {
-    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec), this.#startInline(input));
-    if (queued.duplicate || !input.spec) return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
+    const { queued, stopped } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite());
     // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
-    const stopped = this.#engine.whenStopped(queued.runId);
-    await startRuns(this.#cx, this.#engine, () => this.#alarms.settle(this.#engine.busy));
     const q = { runId: queued.runId, waitMs, untilPaused: opts.untilPaused };
-    return { queued, done: await awaitInline(this.#cx.sql, this.#waiters, this.#engine, stopped, q) };
+    const { sql } = this.#cx;
+    const done = stopped
+      ? await awaitInline(sql, this.#waiters, this.#engine, stopped, q)
+      : await awaitRun(sql, this.#waiters, queued.runId, waitMs, opts);
+    await sessionListed(this.#cx); // a new session's D1 batch ran beside the turn (issue 23)
+    return { queued, done };
   }
 
   /** `/new`: archives the current generation to R2 and starts another. Nothing changes if the archive fails. */

@@ -13,8 +13,6 @@
  * audit events, a bundle and a notification). Running only those "due" beforehand would miss that work (D-046).
  */
 
-import { SHIP_WINDOW_MS } from "./ship-window";
-
 /** One kind of background work of a session object. */
 export interface AlarmCapability {
   /** For logs and tests. */
@@ -39,15 +37,13 @@ export interface AlarmCapability {
 export const WATCHDOG_MS = 1_000;
 
 /**
- * Arms the watchdog for work starting now (an inline run): the alarm fires within WATCHDOG_MS, or keeps an alarm
- * already due within WATCHDOG_MS + SHIP_WINDOW_MS (an earlier turn's watchdog, or the shipping backup that turn's end
- * left: an evicted run then resumes within two seconds instead of one). One alarm write per turn at most; none in a
- * conversation whose turns follow each other.
+ * Arms the watchdog for work starting now (an inline run): the alarm fires within WATCHDOG_MS unless it already
+ * will sooner. One alarm write per turn at most; none when an earlier turn's watchdog is still pending.
  */
 export async function armWatchdog(storage: DurableObjectStorage): Promise<void> {
-  const now = Date.now();
+  const at = Date.now() + WATCHDOG_MS;
   const current = await storage.getAlarm();
-  if (current === null || current > now + WATCHDOG_MS + SHIP_WINDOW_MS) await storage.setAlarm(now + WATCHDOG_MS);
+  if (current === null || current > at) await storage.setAlarm(at);
 }
 
 /**
@@ -98,10 +94,9 @@ export class AlarmRunner {
   }
 
   /**
-   * When a drain ends or a shipping pass its timer ran ends, with no run live and no alarm pass under way: the alarm
-   * is set to the next work (a delivery brought forward, the shipping backup a window after the open window's
-   * timer) or cleared, instead of a run's watchdog firing to find nothing to do (issue 23: an idle object's turn
-   * leaves no alarm fire behind). While a run is live its watchdog stays as it is.
+   * When a shipping pass its timer ran ends, with no run live and no alarm pass under way: the alarm is set to the
+   * next work or cleared, instead of the turn's watchdog firing to find nothing to do (issue 23: an idle object's
+   * turn leaves no alarm fire behind). While a run is live its watchdog stays as it is.
    */
   async settle(busy: boolean): Promise<void> {
     if (!busy && !this.#running) await this.reschedule();

@@ -115,7 +115,7 @@ export async function enqueueMessage(
   onStored?: (runId: string) => void,
 ): Promise<Enqueued> {
   await cx.refreshSecrets(); // the message is redacted with every secret in force, stored ones included
-  const state = await ensureSession(cx, identity);
+  const state = await ensureSession(cx, identity, "background"); // the caller awaits sessionListed before answering
   await refreshIndex(cx, state.sessionKey, state.sessionId);
   const known = () => (input.dispatchKey ? byDispatchKey(cx, input.dispatchKey) : undefined);
   const early = known();

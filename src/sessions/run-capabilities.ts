@@ -10,12 +10,14 @@ import { gatewayLogSink } from "../observability/r2-logs";
 import { nextExpiry } from "../runs/approvals";
 import { FIRING_REPORT_RETRY_MS, hasUnreportedFirings, reportFirings } from "../runs/completion";
 import type { RunEngine } from "../runs/engine";
-import { nextRunnable } from "../runs/store";
+import { nextRunnable, type RunRow } from "../runs/store";
 import { secretValuesFromEnv } from "../security/redact";
 import { type AlarmCapability, armWatchdog, WATCHDOG_MS } from "./capabilities";
 import type { SessionContext } from "./context";
+import { type Enqueued, type EnqueueInput, enqueueMessage } from "./enqueue";
 import { runDetail } from "./run-queries";
 import { markBundled, unbundledFinishedRuns } from "./session-runs-store";
+import type { SessionIdentity } from "./session-state";
 
 /** How long after an R2 failure unwritten bundles are tried again. */
 const BUNDLE_RETRY_MS = 30_000;
@@ -79,6 +81,25 @@ export async function resumeDecided(
     logger.log("error", "run.internal_error", { run_id: runId ?? "unknown", error_name: err instanceof Error ? err.name : "unknown" });
   });
   return true;
+}
+
+/**
+ * Stores a message (enqueue.ts) and, for a run with a spec, starts it inline (D-051): the engine starts it in the
+ * storing transaction when nothing runs before it (D-061). `stopped` resolves with the run's row when it stops here.
+ */
+export async function enqueueInline(
+  cx: SessionContext,
+  engine: RunEngine,
+  identity: SessionIdentity,
+  input: EnqueueInput,
+  ended: () => Promise<void>,
+): Promise<{ queued: Enqueued; stopped: Promise<RunRow> | null }> {
+  const start = input.spec ? (runId: string) => engine.startInline(runId) : undefined;
+  const queued = await enqueueMessage(cx, identity, input, (id) => engine.prefetch(id, input.spec), start);
+  if (queued.duplicate || !input.spec) return { queued, stopped: null };
+  const stopped = engine.whenStopped(queued.runId);
+  await startRuns(cx, engine, ended);
+  return { queued, stopped };
 }
 
 /** Capability: writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */

@@ -1,7 +1,7 @@
 /**
  * Who the session is and where it is listed: creating the session on first use (its row and its first generation;
- * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped with the
- * shipping window, so a D1 failure can neither fail the call nor leave the session unlisted), reading it
+ * their D1 index rows are queued in the same transaction by the index outbox's triggers and shipped before the
+ * call answers, best effort, so a D1 failure can neither fail the call nor leave the session unlisted), reading it
  * back, its S5 type, and keeping the D1 index row's `updated_at` roughly current. Everything that needs "the
  * session" asks here.
  */
@@ -40,8 +40,26 @@ export function sessionType(cx: Pick<SessionContext, "sql">): SessionType {
   return readSessionType(cx.sql) === "setup" ? "setup" : "ordinary";
 }
 
-/** The current generation, creating the session (and its D1 index rows) on first use. */
-export async function ensureSession(cx: SessionContext, identity: SessionIdentity): Promise<SessionRef> {
+/** A new session's D1 listing still under way, per object (by its storage): see `ensureSession`'s `listing`. */
+const listings = new WeakMap<DurableObjectStorage, Promise<void>>();
+
+/** Resolves once the session this object created in this call is listed in D1 (at once when nothing is pending). */
+export async function sessionListed(cx: SessionContext): Promise<void> {
+  const pending = listings.get(cx.storage);
+  listings.delete(cx.storage);
+  await pending;
+}
+
+/**
+ * The current generation, creating the session (and its D1 index rows) on first use. A new session is listed
+ * before this returns, or — `listing: "background"` (a turn, issue 23) — while the call goes on, and the caller
+ * awaits `sessionListed` before it answers: a first turn's D1 batch runs beside its model call, not before it.
+ */
+export async function ensureSession(
+  cx: SessionContext,
+  identity: SessionIdentity,
+  listing: "now" | "background" = "now",
+): Promise<SessionRef> {
   const row = readSession(cx.sql);
   if (row) {
     if (row.sessionKey !== identity.sessionKey) throw new Error("session key does not match this object");
@@ -56,9 +74,10 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
     insertGeneration(cx.sql, ref.sessionId, now);
     setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
-  // Listed within the shipping window (issue 23): the first turn does not wait for D1, and its session,
-  // generation and run rows usually travel in one batch. A D1 failure leaves them queued for the next pass.
-  await openShippingWindow(cx.storage, { fullWindow: true });
+  // Listed before the caller answers, as before issue 23 — but a D1 failure leaves the rows queued for the shipping
+  // window to retry instead of failing the call (and leaving the session unlisted for good).
+  if (listing === "now") await shipIndexNow(cx);
+  else listings.set(cx.storage, shipIndexNow(cx));
   return ref;
 }
 

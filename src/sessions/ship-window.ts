@@ -39,11 +39,10 @@ export function windowOf(storage: DurableObjectStorage): ShipWindow {
  * runs the pass; an alarm set for a window later ships it even if this instance is evicted first. No storage I/O
  * when a window is open already.
  */
-export async function openShippingWindow(storage: DurableObjectStorage, opts: { fullWindow?: boolean } = {}): Promise<void> {
+export async function openShippingWindow(storage: DurableObjectStorage): Promise<void> {
   const w = windowOf(storage);
   const now = Date.now();
-  // `fullWindow`: what is queued now has company coming (a new session's rows, then its first run's): one pass for all.
-  const dueAt = Math.max(now, w.lastPassAt + SHIP_WINDOW_MS, opts.fullWindow ? now + SHIP_WINDOW_MS : 0);
+  const dueAt = Math.max(now, w.lastPassAt + SHIP_WINDOW_MS);
   if (w.dueAt !== null) return;
   w.dueAt = dueAt;
   // A pass that fails here (R2 or D1 down) leaves its rows queued; the backup alarm below ships them, and rethrows to
