@@ -87,7 +87,7 @@ export class SessionDO extends DurableObject<Env> {
       firingReports(cx),
       channelReplies(cx),
     ]);
-    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy);
+    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(() => this.#flushLogs());
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
     this.#sockets = new SessionSockets(cx, this);
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
@@ -103,8 +103,11 @@ export class SessionDO extends DurableObject<Env> {
   /** Runs the background capabilities (queued runs first among the shipping), then sets the next alarm. */
   override async alarm(): Promise<void> {
     await this.#alarms.run(() => this.#cx.refreshSecrets());
-    // After this object's own storage I/O, and not awaited (the sinks are the isolate's: see flushSoon). At most one
-    // flush per OBJECT_FLUSH_INTERVAL_MS per isolate, so under load one segment carries many runs' lines.
+    this.#flushLogs();
+  }
+
+  /** Log lines to R2 after an alarm or a timer's shipping pass (D-061); not awaited: the isolate's sinks (flushSoon). */
+  #flushLogs(): void {
     isolateLogSinks(this.env.AUDIT).flushSoon();
   }
 
