@@ -11,7 +11,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { webhookKey } from "../../channels/standard-webhooks";
-import { GatewayError } from "../../errors";
+import { GatewayError, invalidRequestFromZod } from "../../errors";
 import {
   createJob,
   deleteJob,
@@ -26,7 +26,7 @@ import {
   replaceJob,
 } from "../../scheduler/jobs";
 import { requireJsonBody } from "../middleware/json-body";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod } from "../router";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { RunCompletionSchema } from "../run-schemas";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
