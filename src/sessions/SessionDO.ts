@@ -19,8 +19,9 @@ import { isolateLogSinks } from "../observability/r2-logs";
 import { type ApprovalRow, getApproval } from "../runs/approvals";
 import { RunEngine } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
+import type { ReleaseStreamOptions } from "../runs/release-stream";
 import type { RunStatus } from "../runs/store";
-import { awaitRelease, type ReleasedSlice } from "../runs/stream-release";
+import type { ReleasedSlice } from "../runs/stream-release";
 import type { RunView } from "../runs/view";
 import { migrate } from "../storage/sql";
 import type { SessionType } from "../tools/registry";
@@ -42,6 +43,7 @@ import { shipIndexNow } from "./index-outbox";
 import { approvalExpiry, firingReports, RunBundles, runDrain, startRuns } from "./run-capabilities";
 import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
+import { releasedSlice, releaseStream } from "./run-release";
 import { RunWaiters } from "./run-waiters";
 import { SESSION_MIGRATIONS } from "./schema";
 import { recordAuditEvent } from "./session-audit";
@@ -236,12 +238,14 @@ export class SessionDO extends DurableObject<Env> {
     return awaitRun(this.#cx.sql, this.#waiters, runId, waitMs, opts);
   }
 
-  /** Issue 23: a streaming caller's long poll — text released past `after`, and the run (see runs/stream-release.ts). */
+  /** Issue 23: one read of a streaming caller — text released past `after`, and the run (see runs/stream-release.ts). */
   async releasedText(runId: string, after: number, waitMs: number): Promise<ReleasedSlice<AwaitedRun>> {
-    const [sql, waiters] = [this.#cx.sql, this.#waiters];
-    const run = () => awaitRun(sql, waiters, runId, 0, { untilPaused: true });
-    const wake = () => waiters.wake(runId);
-    return awaitRelease(runId, after, waitMs, { wake, next: (ms) => waiters.next(runId, ms), run, settled: (r) => r.finished || r.paused });
+    return releasedSlice(this.#cx.sql, this.#waiters, runId, after, waitMs);
+  }
+
+  /** D-060: a guarded stream in one RPC — frames of released text until the run ends or pauses (runs/release-stream.ts). */
+  async releaseStream(runId: string, o: ReleaseStreamOptions): Promise<ReadableStream<Uint8Array>> {
+    return releaseStream(this.#cx.sql, this.#waiters, runId, o);
   }
 
   /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */
