@@ -127,6 +127,39 @@ describe("ISSUE23 one RPC per streamed turn", () => {
     expect(lines.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
   });
 
+  it("ISSUE23 GET /v1/runs/{id}/events?deltas=true reads the released text from one releaseStream RPC, no releasedText poll; the run.delta texts are the guard's releases, then the held words", async () => {
+    const host = uniqueHost("script");
+    const answer = `${words(60).join(" ")}.`;
+    const chunks = cut(answer, 6);
+    await scriptProvider(host, [{ content: answer, chunks, chunk_delay_ms: 8 }]);
+    const lines: string[] = [];
+    const app = loggedApp(host, lines);
+    counter = countCalls(SessionDO);
+    const queued = await app.request(
+      "https://gateway.test/v1/runs",
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ agent_id: "main", message: "rivers" }),
+      },
+      env,
+    );
+    const id = ((await queued.json()) as { id: string }).id;
+    const res = await app.request(
+      `https://gateway.test/v1/runs/${id}/events?deltas=true`,
+      { headers: { Authorization: `Bearer ${ALICE}` } },
+      env,
+    );
+    const data = (await sseData(res)).map((d) => JSON.parse(d));
+    expect(counter.calls.releaseStream).toBe(1);
+    expect(counter.calls.releasedText).toBeUndefined();
+    const deltas = data.filter((d) => d.text !== undefined);
+    expect(deltas.map((d) => d.text)).toEqual(guardPieces(answer, chunks));
+    expect(deltas.map((d) => d.offset)).toEqual(deltas.map((_, i) => deltas.slice(0, i).reduce((n, d) => n + d.text.length, 0)));
+    expect(data.at(-1)).toMatchObject({ event_type: "run.completed" });
+    expect(lines.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
+  });
+
   it("ISSUE23 a client that goes away mid-stream: the run goes on and completes with the whole answer; the stream is cancelled, nothing logged as an error", async () => {
     const host = uniqueHost("script");
     const answer = `${words(80).join(" ")}.`;
