@@ -21,10 +21,11 @@ interface Frame<R> {
   run?: R | null;
 }
 
-/** Stream options: a frame at least every `quietMs`, the stream ended after `untilMs`. */
+/** Stream options: a frame at least every `quietMs`, the stream ended after `untilMs`; text from offset `after` (0). */
 export interface ReleaseStreamOptions {
   quietMs: number;
   untilMs: number;
+  after?: number;
 }
 
 /**
@@ -38,7 +39,7 @@ export function releaseFrames<R>(
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const deadline = Date.now() + Math.max(0, o.untilMs);
-  let after = 0;
+  let after = o.after ?? 0;
   let cancelled = false;
   return new ReadableStream<Uint8Array>(
     {

@@ -8,7 +8,7 @@
  */
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/http/app";
 import { createLogger } from "../../src/observability/logger";
 import { StreamGuard } from "../../src/prompts/stream-guard";
@@ -16,7 +16,7 @@ import { runObjectId } from "../../src/runs/ids";
 import { SessionDO } from "../../src/sessions/SessionDO";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { type CallCounter, countCalls } from "../support/counters";
-import { ALICE, type App, waitForRun } from "../support/runs";
+import { ADMIN, ALICE, type App, call, registerTestTools, runDetail, until, waitForRun } from "../support/runs";
 
 const words = (n: number, stem = "river") => Array.from({ length: n }, (_, i) => `${stem}${String.fromCharCode(97 + (i % 26))}${i}`);
 const cut = (text: string, n: number) => text.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
@@ -86,6 +86,8 @@ function guardPieces(answer: string, chunks: string[]): string[] {
 }
 
 const stubOf = (runId: string) => env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
+
+beforeAll(() => registerTestTools());
 
 let counter: CallCounter | null = null;
 afterEach(() => {
@@ -158,6 +160,50 @@ describe("ISSUE23 one RPC per streamed turn", () => {
     expect(deltas.map((d) => d.offset)).toEqual(deltas.map((_, i) => deltas.slice(0, i).reduce((n, d) => n + d.text.length, 0)));
     expect(data.at(-1)).toMatchObject({ event_type: "run.completed" });
     expect(lines.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
+  });
+
+  it("ISSUE23 deltas=true across an approval pause: the release stream ends at the pause and is opened again; the resumed answer streams live, in the guard's pieces", async () => {
+    const host = uniqueHost("script");
+    const answer = `${words(60).join(" ")}.`;
+    const chunks = cut(answer, 6);
+    await scriptProvider(host, [
+      { tool_calls: [{ id: "p1", name: "test__send", arguments: '{"to":"ops","text":"hi"}' }] },
+      { content: answer, chunks, chunk_delay_ms: 8 },
+    ]);
+    const lines: string[] = [];
+    const app = loggedApp(host, lines);
+    const queued = await call(app, "POST", "/v1/runs", { agent_id: "main", message: "tell ops, then rivers" });
+    const id = queued.body.id as string;
+    const requested = async () =>
+      (await runDetail(app, id)).events.find((e: { event_type: string }) => e.event_type === "approval.requested");
+    await until(async () => (await requested()) !== undefined);
+    counter = countCalls(SessionDO);
+    const res = await app.request(
+      `https://gateway.test/v1/runs/${id}/events?deltas=true`,
+      { headers: { Authorization: `Bearer ${ALICE}` } },
+      env,
+    );
+    const reading = sseData(res);
+    await until(async () => (counter?.calls.runEvents ?? 0) >= 2);
+    const approvalId = (await requested()).payload.approval_id as string;
+    expect((await call(app, "POST", `/api/admin/approvals/${approvalId}`, { decision: "approve" }, ADMIN)).status).toBe(200);
+    const data = (await reading).map((d) => JSON.parse(d));
+    const deltas = data.filter((d) => d.text !== undefined);
+    expect(deltas.map((d) => d.text)).toEqual(guardPieces(answer, chunks));
+    expect(counter.calls.releaseStream).toBeGreaterThanOrEqual(2);
+    expect(counter.calls.releasedText).toBeUndefined();
+    // Every piece after the decision (none while paused), the last right before run.completed; events as always.
+    const kinds: string[] = data.map((d) => d.event_type ?? "run.delta");
+    const decided = kinds.indexOf("approval.decided");
+    expect(kinds.slice(0, decided).filter((k) => k === "run.delta")).toEqual([]);
+    expect(kinds.slice(decided).filter((k) => k !== "run.delta")).toEqual([
+      "approval.decided",
+      "tool.result",
+      "model.requested",
+      "run.completed",
+    ]);
+    expect(kinds.slice(-2)).toEqual(["run.delta", "run.completed"]);
+    expect((await waitForRun(app, id)).output).toBe(answer);
   });
 
   it("ISSUE23 a client that goes away mid-stream: the run goes on and completes with the whole answer; the stream is cancelled, nothing logged as an error", async () => {

@@ -146,7 +146,9 @@ class DeltaWriter {
   #blocked = false;
   #ended = false;
   #last: ReleasedSlice<AwaitedRun> | null = null;
-  readonly #frames: ReleaseReader<AwaitedRun>;
+  #frames: ReleaseReader<AwaitedRun>;
+  readonly #until: number;
+  readonly #quietMs: number;
   readonly stub: DurableObjectStub<SessionDO>;
   readonly runId: string;
   readonly write: (m: { event: string; data: string }) => Promise<void>;
@@ -155,12 +157,20 @@ class DeltaWriter {
     this.stub = stub;
     this.runId = runId;
     this.write = write;
-    this.#frames = releaseReader<AwaitedRun>(() => stub.releaseStream(runId, o), null);
+    this.#until = Date.now() + o.untilMs;
+    this.#quietMs = o.quietMs;
+    this.#frames = this.#open();
   }
 
   /** Writes the next frame's text (at most `quietMs` away); true once the run has ended or paused (or the deltas ended). */
   async poll(): Promise<boolean> {
-    if (this.#ended || this.#last?.end) return true;
+    if (this.#ended) return true;
+    // A stream that ended at an approval pause is opened again from where it stopped: the run may go on.
+    if (this.#last?.end && this.#last.run?.paused && !this.#last.blocked && Date.now() < this.#until) {
+      this.#frames = this.#open();
+      this.#last = null;
+    }
+    if (this.#last?.end) return true;
     const slice = await this.#read();
     if (slice.blocked && !this.#blocked) {
       this.#blocked = true;
@@ -185,6 +195,12 @@ class DeltaWriter {
   /** Cancels the release stream if it is still open (the client went away, the events stream ended). */
   close(): Promise<void> {
     return this.#frames.close();
+  }
+
+  /** A release stream from what this writer has sent on (opened by the reader's first read). */
+  #open(): ReleaseReader<AwaitedRun> {
+    const o = { quietMs: this.#quietMs, untilMs: Math.max(0, this.#until - Date.now()), after: this.#released.length };
+    return releaseReader<AwaitedRun>(() => this.stub.releaseStream(this.runId, o), null);
   }
 
   async #read(): Promise<ReleasedSlice<AwaitedRun>> {
