@@ -59,8 +59,9 @@ function watch(runId: string, wake: () => void, now: number): Release {
 }
 
 /**
- * Long-polls a watched run (in the object, for each frame of `releaseStream`, and `releasedText`): answers when text past `after` is released, the guard
- * trips, the run ends or pauses (`settled`), or after `waitMs`. A settled run is no longer watched.
+ * Long-polls a watched run, inside the object (each frame of `releaseStream`, each `releasedText`): answers when
+ * text past `after` is released, the guard trips, the run ends or pauses (`settled`), or after `waitMs`. A settled
+ * run is no longer watched.
  */
 export async function awaitRelease<R>(
   runId: string,
@@ -150,9 +151,10 @@ export interface Followed<R> {
 
 /**
  * A route's side of a guarded stream: reads the slices the object releases (`next`: the frames of the one
- * `releaseStream` RPC, D-060, each at most `quietMs` after the previous) and writes each released piece, until the run ends or pauses, the guard trips, the
- * stream ends, `deadline` passes or `keep` answers false (the caller's open-stream slot is gone). `keep` is asked once per `quietMs`; `heartbeat` is written after `quietMs`
- * without text (proxies drop silent streams).
+ * `releaseStream` RPC, D-060, each at most `quietMs` after the previous) and writes each released piece, until the
+ * run ends or pauses, the guard trips, the stream ends, `deadline` passes or `keep` answers false (the caller's
+ * open-stream slot is gone). `keep` is asked once per `quietMs`; `heartbeat` is written after `quietMs` without
+ * text (proxies drop silent streams).
  */
 export async function followRelease<R extends { finished: boolean; paused: boolean }>(
   next: () => Promise<ReleasedSlice<R>>,
