@@ -19,8 +19,9 @@ import { isolateLogSinks } from "../observability/r2-logs";
 import { type ApprovalRow, getApproval } from "../runs/approvals";
 import { RunEngine } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
+import type { ReleaseStreamOptions } from "../runs/release-stream";
 import type { RunStatus } from "../runs/store";
-import { awaitRelease, type ReleasedSlice } from "../runs/stream-release";
+import type { ReleasedSlice } from "../runs/stream-release";
 import type { RunView } from "../runs/view";
 import { migrate } from "../storage/sql";
 import type { SessionType } from "../tools/registry";
@@ -42,6 +43,7 @@ import { shipIndexNow } from "./index-outbox";
 import { approvalExpiry, enqueueInline, firingReports, RunBundles, resumeDecided, runDrain } from "./run-capabilities";
 import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
+import { releasedSlice, releaseStream } from "./run-release";
 import { RunWaiters } from "./run-waiters";
 import { SESSION_MIGRATIONS } from "./schema";
 import { recordAuditEvent } from "./session-audit";
@@ -87,7 +89,8 @@ export class SessionDO extends DurableObject<Env> {
       firingReports(cx),
       channelReplies(cx),
     ]);
-    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(() => this.#flushLogs());
+    const flushLogs = () => isolateLogSinks(this.env.AUDIT).flushSoon();
+    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(flushLogs);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
     this.#sockets = new SessionSockets(cx, this);
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
@@ -103,12 +106,7 @@ export class SessionDO extends DurableObject<Env> {
   /** Runs the background capabilities (queued runs first among the shipping), then sets the next alarm. */
   override async alarm(): Promise<void> {
     await this.#alarms.run(() => this.#cx.refreshSecrets());
-    this.#flushLogs();
-  }
-
-  /** Log lines to R2 after an alarm or a timer's shipping pass (D-061); not awaited: the isolate's sinks (flushSoon). */
-  #flushLogs(): void {
-    isolateLogSinks(this.env.AUDIT).flushSoon();
+    isolateLogSinks(this.env.AUDIT).flushSoon(); // not awaited: the isolate's sinks (also after a timer's pass, D-061)
   }
 
   /** The WebSocket conversation route (src/sessions/websocket.ts): the Worker's admitted upgrade, then the socket's frames. */
@@ -244,12 +242,14 @@ export class SessionDO extends DurableObject<Env> {
     return awaitRun(this.#cx.sql, this.#waiters, runId, waitMs, opts);
   }
 
-  /** Issue 23: a streaming caller's long poll — text released past `after`, and the run (see runs/stream-release.ts). */
+  /** Issue 23: one read of a streaming caller — text released past `after`, and the run (see runs/stream-release.ts). */
   async releasedText(runId: string, after: number, waitMs: number): Promise<ReleasedSlice<AwaitedRun>> {
-    const [sql, waiters] = [this.#cx.sql, this.#waiters];
-    const run = () => awaitRun(sql, waiters, runId, 0, { untilPaused: true });
-    const wake = () => waiters.wake(runId);
-    return awaitRelease(runId, after, waitMs, { wake, next: (ms) => waiters.next(runId, ms), run, settled: (r) => r.finished || r.paused });
+    return releasedSlice(this.#cx.sql, this.#waiters, runId, after, waitMs);
+  }
+
+  /** D-060: a guarded stream in one RPC — frames of released text until the run ends or pauses (runs/release-stream.ts). */
+  async releaseStream(runId: string, o: ReleaseStreamOptions): Promise<ReadableStream<Uint8Array>> {
+    return releaseStream(this.#cx.sql, this.#waiters, runId, o);
   }
 
   /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */
