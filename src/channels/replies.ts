@@ -63,7 +63,11 @@ export function enqueueReply(sql: Sql, runId: string, target: ReplyTarget): void
           ON CONFLICT (run_id) DO NOTHING`;
 }
 
-/** When the alarm must next send a reply (a pending reply of a finished run), or null (also: no outbox yet). */
+/**
+ * When the alarm must next send a reply (a pending reply of a finished run), or null (also: no outbox yet). A row
+ * left `sending` is due at once: only an alarm pass sends, one at a time, so outside a pass it was cut short and
+ * must be settled (`deliverReplies`) even when nothing else would bring the alarm back.
+ */
 export function nextReplyAt(sql: Sql): number | null {
   return readLazy(
     sql,
@@ -71,8 +75,8 @@ export function nextReplyAt(sql: Sql): number | null {
     null,
     () =>
       sql.one<{ at: number | null }>`
-      SELECT MIN(o.next_attempt_at) AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
-      WHERE o.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled')`?.at ?? null,
+      SELECT MIN(CASE o.status WHEN 'sending' THEN 0 ELSE o.next_attempt_at END) AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
+      WHERE o.status IN ('pending', 'sending') AND r.status IN ('completed', 'failed', 'cancelled')`?.at ?? null,
   );
 }
 
