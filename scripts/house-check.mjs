@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // The shape issue 22 asks of the house, measured: the Durable Object facade and the run engine stay short,
 // no function in src/runs or src/sessions runs over a screenful, neither file holds SQL, and the README fits on
-// a few screens. `node scripts/house-check.mjs` prints the figures and exits 1 on a breach;
+// a few screens; the HTTP layer sits on the domains, never under them (nothing outside src/http imports src/http
+// but the Worker's entry). `node scripts/house-check.mjs` prints the figures and exits 1 on a breach;
 // test/build/house.test.ts holds the same limits.
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join, posix, relative } from "node:path";
 import { parseAst } from "rolldown/parseAst";
 
 export const root = join(import.meta.dirname, "..");
@@ -31,7 +32,10 @@ function filesUnder(dir) {
 
 /** The file's ESTree (rolldown's oxc parser: TypeScript 7 has no JavaScript API) and a line lookup for offsets. */
 function parse(path) {
-  const text = readFileSync(join(root, path), "utf8");
+  return parseText(path, readFileSync(join(root, path), "utf8"));
+}
+
+function parseText(path, text) {
   const starts = [0];
   for (let i = 0; i < text.length; i++) if (text[i] === "\n") starts.push(i + 1);
   const lineAt = (offset) => {
@@ -93,6 +97,24 @@ export function sqlStatements(path) {
   return found;
 }
 
+/** The Worker's entry mounts the app: the one module outside src/http that may import from it. */
+export const HTTP_ENTRY = "src/index.ts";
+const MODULE_SOURCES = new Set(["ImportDeclaration", "ExportNamedDeclaration", "ExportAllDeclaration", "ImportExpression"]);
+
+/** The imports (static, re-exports, dynamic) in `text`, the source of `path`, that resolve into src/http. */
+export function httpImportsIn(path, text) {
+  const found = [];
+  if (path === HTTP_ENTRY || path.startsWith("src/http/")) return found;
+  const { ast, lineAt } = parseText(path, text);
+  walk(ast, (node) => {
+    const spec = MODULE_SOURCES.has(node.type) ? node.source?.value : undefined;
+    if (typeof spec !== "string" || !spec.startsWith(".")) return;
+    const target = posix.join(posix.dirname(path), spec);
+    if (target === "src/http" || target.startsWith("src/http/")) found.push({ file: path, line: lineAt(node.start), from: spec });
+  });
+  return found;
+}
+
 export function lineCount(path) {
   return readFileSync(join(root, path), "utf8").replace(/\n$/, "").split("\n").length;
 }
@@ -106,6 +128,7 @@ export function measure() {
     longest: functions.slice(0, 10),
     overLong: functions.filter((f) => f.lines > LIMITS.functionLines),
     sql: { [FACADE]: sqlStatements(FACADE), [ENGINE]: sqlStatements(ENGINE) },
+    httpImports: filesUnder("src").flatMap((path) => httpImportsIn(path, readFileSync(join(root, path), "utf8"))),
     readmeBytes: statSync(join(root, "README.md")).size,
   };
 }
@@ -118,6 +141,7 @@ if (process.argv[1] && relative(process.argv[1], import.meta.filename) === "") {
   for (const f of m.overLong) breaches.push(`${f.file}:${f.line} ${f.name}: ${f.lines} lines (at most ${LIMITS.functionLines})`);
   for (const [file, statements] of Object.entries(m.sql))
     for (const s of statements) breaches.push(`${file}:${s.line} SQL in the file: ${s.text}`);
+  for (const i of m.httpImports) breaches.push(`${i.file}:${i.line} imports ${i.from}: only src/http and ${HTTP_ENTRY} import src/http`);
   if (m.readmeBytes > LIMITS.readmeBytes) breaches.push(`README.md: ${m.readmeBytes} bytes (at most ${LIMITS.readmeBytes})`);
   console.log(`${FACADE}: ${m.facadeLines} lines; ${ENGINE}: ${m.engineLines} lines; README.md: ${m.readmeBytes} bytes`);
   console.log("longest functions in src/runs and src/sessions:");

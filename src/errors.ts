@@ -4,9 +4,12 @@
  * Every failure that reaches a caller is a `GatewayError` turned into
  * `{"error":{"code","message"}}` (S3 §5) by the app's single error funnel.
  * The public message is written for the caller; `internal` carries detail for
- * the log only and never leaves the Worker.
+ * the log only and never leaves the Worker. A Zod validation failure at any door (a route, the OpenAI body, a
+ * WebSocket frame) becomes `invalid.request` naming the first offending field through `invalidRequestFromZod`.
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ZodError } from "zod";
+import { formatPath } from "./config/issues";
 
 /** Wire codes: S3's canonical tool/HTTP codes plus the gateway's own (DESIGN §3). */
 export const ERROR_CODES = {
@@ -85,4 +88,35 @@ export class GatewayError extends Error {
     if (this.issues !== undefined) error.issues = this.issues;
     return { error };
   }
+}
+
+/** The value at `path` inside `input`, or undefined when any step is missing. */
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v: unknown = input;
+  for (const key of path) {
+    if (v === null || typeof v !== "object" || !Object.hasOwn(v, key)) return undefined;
+    v = (v as Record<PropertyKey, unknown>)[key];
+  }
+  return v;
+}
+
+/**
+ * Turns a Zod failure on a request into `invalid.request` naming the first offending field.
+ * With the `input` that failed, a missing field is "required" whatever its type (Zod reports a
+ * missing enum as an invalid option, not as undefined).
+ */
+export function invalidRequestFromZod(error: ZodError, target: string, input?: unknown): GatewayError {
+  const issue = error.issues[0];
+  if (!issue) return new GatewayError("invalid.request", `invalid ${target}`);
+  const field = issue.path.length > 0 ? formatPath(issue.path) : target;
+  if (issue.code === "unrecognized_keys") {
+    return new GatewayError("invalid.request", `unknown field ${formatPath([...issue.path, issue.keys[0] ?? ""])}`);
+  }
+  const missing =
+    (issue.code === "invalid_type" && /received undefined$/.test(issue.message)) ||
+    (input !== undefined && issue.code !== "custom" && issue.path.length > 0 && valueAt(input, issue.path) === undefined);
+  if (missing) {
+    return new GatewayError("invalid.request", `${field} is required`);
+  }
+  return new GatewayError("invalid.request", `${field}: ${issue.message}`);
 }

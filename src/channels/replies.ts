@@ -23,6 +23,7 @@ import { disclosureRefusalMessage } from "../prompts/disclosure";
 import { checkOutput } from "../prompts/output-guard";
 import { redactText } from "../security/redact";
 import { boundSecret, withheldMessage } from "../security/secret-origins";
+import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { postSlackMessage } from "./slack";
 import { postSignedWebhook, webhookKey } from "./standard-webhooks";
@@ -55,18 +56,27 @@ export const REPLY_SCHEMA = `CREATE TABLE reply_outbox (
      updated_at TEXT NOT NULL
    );`;
 
-/** Queues the reply of `runId` (call inside the transaction that creates the run). */
+/** Queues the reply of `runId` (call inside the transaction that creates the run; it creates the outbox first). */
 export function enqueueReply(sql: Sql, runId: string, target: ReplyTarget): void {
+  ensureLazyTables(sql, "reply_outbox"); // an object no channel message reached has no outbox (D-062)
   sql.run`INSERT INTO reply_outbox (run_id, target, status, updated_at) VALUES (${runId}, ${JSON.stringify(target)}, 'pending', ${new Date().toISOString()})
           ON CONFLICT (run_id) DO NOTHING`;
 }
 
-/** When the alarm must next send a reply (a pending reply of a finished run), or null. */
+/**
+ * When the alarm must next send a reply (a pending reply of a finished run), or null (also: no outbox yet). A row
+ * left `sending` is due at once: only an alarm pass sends, one at a time, so outside a pass it was cut short and
+ * must be settled (`deliverReplies`) even when nothing else would bring the alarm back.
+ */
 export function nextReplyAt(sql: Sql): number | null {
-  return (
-    sql.one<{ at: number | null }>`
-      SELECT MIN(o.next_attempt_at) AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
-      WHERE o.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled')`?.at ?? null
+  return readLazy(
+    sql,
+    "reply_outbox",
+    null,
+    () =>
+      sql.one<{ at: number | null }>`
+      SELECT MIN(CASE o.status WHEN 'sending' THEN 0 ELSE o.next_attempt_at END) AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
+      WHERE o.status IN ('pending', 'sending') AND r.status IN ('completed', 'failed', 'cancelled')`?.at ?? null,
   );
 }
 
@@ -100,20 +110,31 @@ type PartResult =
 /** Sends every due reply; first settles rows a previous instance left `sending`. */
 export async function deliverReplies(host: ReplyHost, now = Date.now()): Promise<void> {
   const { sql } = host;
-  for (const left of sql.all<{ run_id: string; target: string }>`SELECT run_id, target FROM reply_outbox WHERE status = 'sending'`) {
+  const interrupted = readLazy(
+    sql,
+    "reply_outbox",
+    [],
+    () => sql.all<{ run_id: string; target: string }>`SELECT run_id, target FROM reply_outbox WHERE status = 'sending'`,
+  );
+  for (const left of interrupted) {
     const target = JSON.parse(left.target) as ReplyTarget;
     // A receiver that dedupes (Standard Webhooks) gets it again; Telegram and Slack might already show it.
     if (target.channel === "standard") sql.run`UPDATE reply_outbox SET status = 'pending' WHERE run_id = ${left.run_id}`;
     else settle(host, left.run_id, "unknown", "interrupted while sending; not sent again (it may have been posted)");
   }
-  const due = sql.all<Row>`
+  const due = readLazy(sql, "reply_outbox", [], () => dueReplies(sql, now));
+  for (const row of due) await deliverOne(host, row);
+}
+
+/** Pending replies of finished runs whose attempt is due, oldest first (at most 20 per pass). */
+function dueReplies(sql: Sql, now: number): Row[] {
+  return sql.all<Row>`
     SELECT o.run_id, o.target, o.status, o.parts_sent, o.message_ids, o.attempts, r.status AS run_status, r.output AS run_output,
            EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = o.run_id AND e.event_type = 'run.completed'
                    AND json_extract(e.payload, '$.needs_guidance') = 1) AS escalated
     FROM reply_outbox o JOIN runs r ON r.id = o.run_id
     WHERE o.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled') AND o.next_attempt_at <= ${now}
     ORDER BY o.next_attempt_at LIMIT 20`;
-  for (const row of due) await deliverOne(host, row);
 }
 
 function settle(host: ReplyHost, runId: string, status: "delivered" | "failed" | "unknown" | "skipped", error: string | null): void {

@@ -9,6 +9,11 @@
  */
 import type { Sql } from "../storage/sql";
 
+/** A lease not renewed for this long belongs to a stream whose isolate died; it stops counting. */
+export const STREAM_LEASE_TTL_MS = 60_000;
+/** How often a running stream renews its lease (well inside the TTL, so one failed renewal costs nothing). */
+export const STREAM_LEASE_RENEW_MS = 20_000;
+
 export const STREAM_LEASES_SCHEMA = `CREATE TABLE stream_lease (
      lease_id TEXT PRIMARY KEY,
      expires_at INTEGER NOT NULL

@@ -91,8 +91,6 @@ export interface LogEvents {
   "tool.rendered": { run_id: string; tool: string; tool_call_id: string; ok: boolean; rendered_sha256: string };
   /** Message text, only with `logging.debugContent` on and a local provider (S1 §4.5): already redacted. */
   "debug.content": { run_id: string; round: number; role: "user" | "assistant"; text: string };
-  /** A run ended. */
-  "run.finished": { run_id: string; agent_id: string; status: string; code?: string; rounds: number; tool_calls: number };
   /** Issue 23: a run's one line when it ends, with every S1 §4.1 / S2 §6.1 field of its last model round (turn-line.ts). */
   "run.turn": RunTurnLine;
   /** Issue 23: a model round that led to a tool round, as `run.turn` without the outcome. */

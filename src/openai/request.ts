@@ -12,8 +12,7 @@
  */
 import { z } from "@hono/zod-openapi";
 import type { GatewayConfig } from "../config/schema";
-import { GatewayError } from "../errors";
-import { invalidRequestFromZod } from "../http/router";
+import { GatewayError, invalidRequestFromZod } from "../errors";
 import { KEY_PART } from "../sessions/keys";
 
 /** The longest new input accepted (as `POST /v1/chat/messages`). */

@@ -192,8 +192,24 @@ async function toolLayer(
   };
 }
 
+/** The hidden layers L1–L5 of a stack with their manifest notes so far: what does not depend on history or L6. */
+export interface SystemStack {
+  layers: { entry: ManifestEntry; content: string }[];
+  notes: string[];
+  userMessage: string;
+}
+
 /** Assembles the stack and its manifest. Deterministic: the same input gives the same output. */
 export async function assemblePromptStack(rawInput: AssemblyInput): Promise<AssembledPrompt> {
+  const input = AssemblyInput.parse(rawInput);
+  return completeStack(await assembleSystemLayers(input), input);
+}
+
+/**
+ * L1–L5 once (issue 23: a round assembles its prompt once): the run learns the fixed cost from these and
+ * `estimateL6Tokens`, fits the history, then `completeStack` adds history and L6.
+ */
+export async function assembleSystemLayers(rawInput: AssemblyInput): Promise<SystemStack> {
   const input = AssemblyInput.parse(rawInput);
   const notes: string[] = [];
   const layers: { entry: ManifestEntry; content: string }[] = [];
@@ -235,38 +251,61 @@ export async function assemblePromptStack(rawInput: AssemblyInput): Promise<Asse
   // L5: optional task / recovery.
   const l5 = await taskLayer(input.task, input.recovery, notes);
   if (l5) layers.push(l5);
+  return { layers, notes, userMessage: input.userMessage };
+}
 
+const StackTail = z.strictObject({ history: z.array(HistoryMessage).default([]), l6Context: z.array(L6Context).default([]) });
+
+/** The stack's history and L6 after its hidden layers, and the manifest of the whole. */
+export async function completeStack(
+  system: SystemStack,
+  tail: { history?: HistoryMessage[]; l6Context?: z.input<typeof L6Context>[] },
+): Promise<AssembledPrompt> {
+  const { history, l6Context } = StackTail.parse({ history: tail.history, l6Context: tail.l6Context });
+  const { layers, userMessage } = system;
+  const notes = [...system.notes];
   // Earlier turns sit below every system layer.
-  if (input.history.length > 0) notes.push(`history: ${input.history.length} earlier message(s) between the system layers and L6`);
+  if (history.length > 0) notes.push(`history: ${history.length} earlier message(s) between the system layers and L6`);
 
   // L6: user-derived context, then the user's message. The L6 hash is the message's own (DESIGN §2).
   const blocks: string[] = [];
-  for (const ctx of input.l6Context) {
+  for (const ctx of l6Context) {
     blocks.push(l6ContextBlock(ctx.kind, ctx.text));
     const ids = ctx.ids && ctx.ids.length > 0 ? `: ${ctx.ids.join(", ")}` : "";
     notes.push(
       `L6 preceded by ${ctx.kind} (sha256 ${await sha256Hex(ctx.text)}, ${new TextEncoder().encode(ctx.text).length} bytes)${ids}`,
     );
   }
-  const user = [...blocks, input.userMessage].join("\n\n");
+  const user = [...blocks, userMessage].join("\n\n");
   const userEntry: ManifestEntry = {
     layer: "L6",
     id: "user_input",
     file: "-",
-    sha256: await sha256Hex(input.userMessage),
-    bytes: new TextEncoder().encode(input.userMessage).length,
-    tokens_est: estimateTokens(input.userMessage),
+    sha256: await sha256Hex(userMessage),
+    bytes: new TextEncoder().encode(userMessage).length,
+    tokens_est: estimateTokens(userMessage),
     source: "user",
   };
 
-  const stack = [...layers.map((l) => l.entry), userEntry];
+  const stack = [...layers.map((l) => ({ ...l.entry })), userEntry];
   return {
     system: layers.map((l) => ({ layer: l.entry.layer as SystemSegment["layer"], id: l.entry.id, content: l.content })),
-    history: input.history,
+    history,
     user,
     userTokens: blocks.length === 0 ? userEntry.tokens_est : estimateTokens(user),
     manifest: { version: MANIFEST_VERSION, stack, stack_sha256: await stackSha256(stack), notes },
   };
+}
+
+/** Estimated tokens of the stack without history: its hidden layers and an L6 of `l6Context` and the message. */
+export function estimateFixedTokens(
+  system: SystemStack,
+  l6Context: readonly { kind: keyof typeof CONTEXT_HEADERS; text: string }[],
+): number {
+  let total = 0;
+  for (const l of system.layers) total += MESSAGE_OVERHEAD_TOKENS + l.entry.tokens_est;
+  const user = [...l6Context.map((c) => l6ContextBlock(c.kind, c.text)), system.userMessage].join("\n\n");
+  return total + MESSAGE_OVERHEAD_TOKENS + estimateTokens(user);
 }
 
 /** Chat-completions form: one system message per hidden layer, in stack order, then history, then L6. */

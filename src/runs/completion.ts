@@ -7,6 +7,7 @@
  * The firing row is written from the SessionDO's alarm: each finished job run is reported once D1 takes it
  * (`runs.firing_reported`), so a D1 outage delays the record but never loses it.
  */
+import { readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { isTerminal, type RunRow } from "./store";
 
@@ -17,9 +18,15 @@ export type RunCompletion =
 
 /** The run's first recorded completion (a repeated completion_id never adds one), or null. */
 export function recordedCompletion(sql: Sql, runId: string): Extract<RunCompletion, { status: "recorded" }> | null {
-  const row = sql.one<{ completion_id: string; outcome: string; summary: string | null; recorded_at: string }>`
+  // No table: no automation.complete was ever recorded in this object (D-062), so a plain turn asks nothing.
+  const row = readLazy(
+    sql,
+    "automation_completions",
+    undefined,
+    () => sql.one<{ completion_id: string; outcome: string; summary: string | null; recorded_at: string }>`
     SELECT completion_id, outcome, summary, recorded_at FROM automation_completions WHERE run_id = ${runId}
-    ORDER BY recorded_at, completion_id LIMIT 1`;
+    ORDER BY recorded_at, completion_id LIMIT 1`,
+  );
   return row ? { status: "recorded", ...row } : null;
 }
 

@@ -29,7 +29,7 @@ import { INITIAL_FAILURE_LOOP } from "./failure-loop";
 import type { Finish, RunContext, RunHost } from "./host";
 import { finishRun, startRun } from "./lifecycle";
 import { modelRound } from "./model-round";
-import { storeReply } from "./round-commits";
+import { commitRunEnd } from "./round-commits";
 import { prefetchRunReads, recordRefusedTurn } from "./round-prompt";
 import { shipRunIndex } from "./ship";
 import type { RunSpec } from "./spec";
@@ -67,6 +67,8 @@ export class RunEngine {
   readonly #controllers = new Map<string, AbortController>();
   /** The drain executing in this instance, if any (in memory: an evicted instance's drain is resumed by the alarm). */
   #draining: Promise<void> | null = null;
+  /** The run `startInline` started in its storing transaction; its drain does not count it as a second execution. */
+  #startedInline: string | null = null;
   /** Callers waiting for a run to stop (end or pause), handed its last row from memory. */
   readonly #settled = new Map<string, ((row: RunRow) => void)[]>();
 
@@ -136,6 +138,18 @@ export class RunEngine {
     return { ok: true, status: "running" };
   }
 
+  /**
+   * Called inside the transaction that stores a run the caller starts inline at once (issue 23: the run's start
+   * joins that commit). Only when no drain is live and no older run is runnable: otherwise the drain starts it.
+   */
+  startInline(runId: string): void {
+    if (this.busy) return;
+    const run = nextRunnable(this.#ctx.host.sql);
+    if (run?.id !== runId) return;
+    startRun(this.#ctx, run);
+    this.#startedInline = runId;
+  }
+
   /** Executes (or resumes) one run to its end (or pause). Never throws: an unexpected error fails the run. */
   async execute(initial: RunRow): Promise<void> {
     const { sql, storage } = this.#ctx.host;
@@ -149,10 +163,13 @@ export class RunEngine {
       });
       return this.#stopped(initial.id);
     }
-    storage.transactionSync(() => {
-      if (initial.status === "queued") startRun(this.#ctx, initial);
-      else countExecution(sql, initial.id);
-    });
+    const startedInline = this.#startedInline === initial.id;
+    this.#startedInline = null;
+    if (!startedInline)
+      storage.transactionSync(() => {
+        if (initial.status === "queued") startRun(this.#ctx, initial);
+        else countExecution(sql, initial.id);
+      });
     const run = getRun(sql, initial.id) as RunRow;
     const finish = await this.#run(run, spec);
     if (finish.status === "paused") {
@@ -234,8 +251,9 @@ export class RunEngine {
       if (run.rounds === 0 && classifyDisclosureRequest(userMessage).refuse) {
         const reply = disclosureRefusalMessage();
         await recordRefusedTurn(ctx, run, spec, userMessage);
-        storeReply(ctx, run, reply);
-        return { status: "completed", output: reply, payload: { refused: REFUSE_SYSTEM_PROMPT } };
+        const finish = { status: "completed", output: reply, payload: { refused: REFUSE_SYSTEM_PROMPT } } as const;
+        commitRunEnd(ctx, run, finish, reply);
+        return finish;
       }
       const outcome = await modelRound(ctx, run, spec, userMessage, signal);
       if (outcome) return outcome;

@@ -6,7 +6,7 @@
 import { REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import type { Finish, RunContext } from "./host";
 import { callModel, debugContent, reserveBudget } from "./model-call";
-import { commitModelReply, commitModelRequested, commitToolPlan, storeReply } from "./round-commits";
+import { commitModelReply, commitModelRequested, commitRunEnd, commitToolPlan } from "./round-commits";
 import { buildPrompt } from "./round-prompt";
 import { callsToPlan, interpretReply, type Reply } from "./round-reply";
 import type { RunSpec } from "./spec";
@@ -35,40 +35,44 @@ export async function modelRound(
   debugContent(ctx, run, spec, round, userMessage, called.answer.result.content);
 
   const reply = await interpretReply(ctx, rp.prompt, rp.policy, called.answer.result);
+  if (reply.verdict.blocked)
+    ctx.host.logger.log("warn", "prompt.disclosure_refused", { request_id: run.id, stage: "output", signals: [reply.verdict.reason] });
+  const ending = endingOf(run, spec, reply);
+  if (ending) {
+    // Issue 23's T3: the call's usage and traces, the reply and the run's terminal state, in one commit.
+    commitRunEnd(ctx, run, ending.finish, ending.reply, () => commitModelReply(ctx, run, round, called.answer, reply));
+    return ending.finish;
+  }
   commitModelReply(ctx, run, round, called.answer, reply);
-  return actOnReply(ctx, run, spec, round, reply);
-}
-
-/** The reply ends the run, or its tool calls are planned (undefined: the run goes on with a tool round). */
-async function actOnReply(ctx: RunContext, run: RunRow, spec: RunSpec, round: number, reply: Reply): Promise<Finish | undefined> {
-  const { visible, verdict, calls } = reply;
-  if (verdict.blocked) {
-    ctx.host.logger.log("warn", "prompt.disclosure_refused", { request_id: run.id, stage: "output", signals: [verdict.reason] });
-    storeReply(ctx, run, visible);
-    return { status: "completed", output: visible, payload: { refused: REFUSE_SYSTEM_PROMPT } };
-  }
-  if (calls.length === 0 && reply.markerError === null) {
-    storeReply(ctx, run, visible);
-    return { status: "completed", output: visible };
-  }
-  if (calls.length > MAX_TOOL_CALLS_ANSWERED) {
-    storeReply(ctx, run, visible);
-    return {
-      status: "failed",
-      code: "invalid.request",
-      message: `the model asked for ${calls.length} tool calls in one turn, more than the ${MAX_TOOL_CALLS_ANSWERED} the gateway answers; none was run`,
-    };
-  }
-  if (run.rounds >= spec.maxToolRounds) {
-    storeReply(ctx, run, visible);
-    return {
-      status: "failed",
-      code: "invalid.request",
-      message: `the model asked for more tool rounds than this run allows (runs.maxToolRounds = ${spec.maxToolRounds})`,
-    };
-  }
   const plan = await callsToPlan(ctx, run, spec, round, reply);
-  commitToolPlan(ctx, run, spec, { round, visible, ...plan });
+  commitToolPlan(ctx, run, spec, { round, visible: reply.visible, ...plan });
   logRound(ctx, run);
   return undefined;
+}
+
+/** The finish a reply decides, with the reply stored beside it; null when its tool calls are planned instead. */
+function endingOf(run: RunRow, spec: RunSpec, reply: Reply): { finish: Exclude<Finish, { status: "paused" }>; reply: string } | null {
+  const { visible, verdict, calls } = reply;
+  if (verdict.blocked)
+    return { reply: visible, finish: { status: "completed", output: visible, payload: { refused: REFUSE_SYSTEM_PROMPT } } };
+  if (calls.length === 0 && reply.markerError === null) return { reply: visible, finish: { status: "completed", output: visible } };
+  if (calls.length > MAX_TOOL_CALLS_ANSWERED)
+    return {
+      reply: visible,
+      finish: {
+        status: "failed",
+        code: "invalid.request",
+        message: `the model asked for ${calls.length} tool calls in one turn, more than the ${MAX_TOOL_CALLS_ANSWERED} the gateway answers; none was run`,
+      },
+    };
+  if (run.rounds >= spec.maxToolRounds)
+    return {
+      reply: visible,
+      finish: {
+        status: "failed",
+        code: "invalid.request",
+        message: `the model asked for more tool rounds than this run allows (runs.maxToolRounds = ${spec.maxToolRounds})`,
+      },
+    };
+  return null;
 }

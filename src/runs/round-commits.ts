@@ -10,12 +10,23 @@
  */
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import type { Sql } from "../storage/sql";
-import { emit, type RunContext, safeJson } from "./host";
+import { emit, type Finish, type RunContext, safeJson } from "./host";
+import { finishRun } from "./lifecycle";
 import type { ModelAnswer } from "./model-call";
 import type { RoundPrompt } from "./round-prompt";
 import type { AskedCall, Reply } from "./round-reply";
 import type { RunSpec } from "./spec";
-import { addRunUsage, appendTrace, closeToolCall, planToolCall, type RunRow, recordPlannedRound, toolRequestId } from "./store";
+import {
+  addRunUsage,
+  appendTrace,
+  closeToolCall,
+  getRun,
+  isTerminal,
+  planToolCall,
+  type RunRow,
+  recordPlannedRound,
+  toolRequestId,
+} from "./store";
 import { type LimitDecision, TOOL_LIMIT_CODE, type ToolLimitKey, type ToolLimitSplit } from "./tool-limits";
 
 /** Traces what the prompt retrieved: compaction summaries of history, and memory hits with their scores. */
@@ -85,6 +96,26 @@ export function commitModelReply(ctx: RunContext, run: RunRow, round: number, an
 /** The reply that ends the run (or a failed one's last words), stored before the run's terminal state. */
 export function storeReply(ctx: RunContext, run: RunRow, visible: string): void {
   ctx.host.appendTranscript({ role: "assistant", content: visible, runId: run.id });
+}
+
+/**
+ * Issue 23's T3, the run's last commit: `writes` (the last model call's usage and traces), the reply, and the
+ * terminal state with its event, in one transaction. A run cancelled meanwhile keeps its cancellation.
+ */
+export function commitRunEnd(
+  ctx: RunContext,
+  run: RunRow,
+  finish: Exclude<Finish, { status: "paused" }>,
+  reply: string,
+  writes?: () => void,
+): void {
+  const { sql, storage } = ctx.host;
+  storage.transactionSync(() => {
+    writes?.();
+    storeReply(ctx, run, reply);
+    const current = getRun(sql, run.id) as RunRow;
+    if (!isTerminal(current.status)) finishRun(ctx, current, finish);
+  });
 }
 
 /**

@@ -8,6 +8,9 @@ import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context
 import {
   type AssembledPrompt,
   assemblePromptStack,
+  assembleSystemLayers,
+  completeStack,
+  estimateFixedTokens,
   estimatePromptTokens,
   type HistoryMessage,
   type ToolPolicyId,
@@ -24,7 +27,7 @@ import { liveMessages } from "./provider-messages";
 import { recordRetrieval } from "./round-commits";
 import { offeredTools } from "./run-tools";
 import type { RunSpec } from "./spec";
-import { loadFailureLoop, type RunRow } from "./store";
+import { generationAskedForEnv, loadFailureLoop, type RunRow } from "./store";
 import { notePrompt } from "./turn-line";
 
 /** The manifest note of a turn the input disclosure guard refused (issue 21 §10): assembled, never sent. */
@@ -40,7 +43,7 @@ export interface RoundPrompt {
   recovery: boolean;
 }
 
-/** Assembly first with no history, to learn the fixed cost; the history fills what the budget leaves. */
+/** The hidden layers first, to learn the fixed cost; the history fills what the budget leaves; then L6. */
 export async function buildPrompt(
   ctx: RunContext,
   run: RunRow,
@@ -50,12 +53,13 @@ export async function buildPrompt(
   const { offered, policy, recovery, base, memory, automationContext, memoryContext } = await promptBase(ctx, run, spec, userMessage);
   const live = liveMessages(ctx, run, spec, offered.length > 0);
   const liveTokens = estimateMessagesTokens(live);
-  const fixedTokens = estimatePromptTokens(await assemblePromptStack(base)) + liveTokens;
+  // Issue 23: the hidden layers are assembled once; their estimate and L6's are the fixed cost the history fits around.
+  const system = await assembleSystemLayers(base);
+  const fixedTokens = estimateFixedTokens(system, base.l6Context) + liveTokens;
   const history = await ctx.host.history({ beforeSeq: run.message_seq, spec, fixedTokens });
   if (!history.ok) return { ok: false, finish: overBudget(new OverBudgetError(history.estimatedTokens, history.inputBudget)) };
   recordRetrieval(ctx.host.sql, run.id, { round: run.rounds + 1, summaries: history.summaries.length, memory });
-  const prompt = await assemblePromptStack({
-    ...base,
+  const prompt = await completeStack(system, {
     history: history.messages.map(toHistoryMessage),
     // The retrieved memory sits immediately before the user's message (DESIGN "Retrieved memory").
     l6Context: [
@@ -143,7 +147,9 @@ export async function prefetchRunReads(ctx: RunContext, runId: string, spec: Run
 async function envAvailable(ctx: RunContext, runId: string): Promise<{ kind: "env_available"; text: string }[]> {
   let names = ctx.envNames.get(runId);
   if (names === undefined) {
-    names = await fulfilledKeyNames(ctx.host.env.DB, ctx.host.session().sessionId);
+    const sessionId = ctx.host.session().sessionId;
+    // Most generations never asked for a variable: their runs need no D1 read to know none arrived.
+    names = generationAskedForEnv(ctx.host.sql, sessionId) ? await fulfilledKeyNames(ctx.host.env.DB, sessionId) : [];
     ctx.envNames.clear(); // one run executes at a time: keep only its answer
     ctx.envNames.set(runId, names);
   }

@@ -244,7 +244,7 @@ export function markAwaitingApproval(sql: Sql, runId: string, now?: string): voi
   else sql.run`UPDATE runs SET status = 'awaiting_approval', updated_at = ${now} WHERE id = ${runId}`;
 }
 
-/** An approval was decided or expired: the waiting run goes back to running (the alarm picks it up). */
+/** An approval was decided or expired: the waiting run goes back to running (the deciding call starts it, D-059). */
 export function resumeAfterApproval(sql: Sql, runId: string, now: string): void {
   sql.run`UPDATE runs SET status = 'running', updated_at = ${now} WHERE id = ${runId}`;
 }
@@ -302,4 +302,18 @@ export function closeToolCall(sql: Sql, k: ToolCallKey, error: string, summary: 
     sql.run`UPDATE tool_executions SET status = 'done', ok = 0, error = ${error}, summary = ${summary},
                    duration_ms = 0, finished_at = ${now}, decision = ${decision}
             WHERE run_id = ${k.runId} AND round = ${k.round} AND tool_call_id = ${k.toolCallId}`;
+}
+
+/**
+ * Whether a run of generation `sessionId` ever planned `request_env_variables`: only then can an env request of
+ * this generation exist (the tool is the only thing that opens one), so only then is D1 asked which keys arrived.
+ * The subquery reads the partial index of those calls (schema v18), so the answer costs the same however long the
+ * session's history is.
+ */
+export function generationAskedForEnv(sql: Sql, sessionId: string): boolean {
+  return (
+    sql.one<{ one: number }>`
+    SELECT 1 AS one FROM runs WHERE session_id = ${sessionId}
+    AND id IN (SELECT run_id FROM tool_executions WHERE tool = 'request_env_variables') LIMIT 1` !== undefined
+  );
 }

@@ -42,6 +42,8 @@ export interface ReleasedSlice<R> {
   /** The guard tripped: the stream ends with the refusal. */
   blocked: boolean;
   run: R | null;
+  /** The last slice of a release stream (D-060): no more follow. */
+  end?: boolean;
 }
 
 /** Starts (or keeps) watching `runId`; `wake` wakes the run's long polls when text is released. */
@@ -57,8 +59,9 @@ function watch(runId: string, wake: () => void, now: number): Release {
 }
 
 /**
- * Long-polls a watched run (SessionDO `releasedText`): answers when text past `after` is released, the guard
- * trips, the run ends or pauses (`settled`), or after `waitMs`. A settled run is no longer watched.
+ * Long-polls a watched run, inside the object (each frame of `releaseStream`, each `releasedText`): answers when
+ * text past `after` is released, the guard trips, the run ends or pauses (`settled`), or after `waitMs`. A settled
+ * run is no longer watched.
  */
 export async function awaitRelease<R>(
   runId: string,
@@ -147,13 +150,14 @@ export interface Followed<R> {
 }
 
 /**
- * A route's side of a guarded stream: long-polls the object (`poll`: SessionDO `releasedText`) and writes each
- * released piece, until the run ends or pauses, the guard trips, `deadline` passes or `keep` answers false (the
- * caller's open-stream slot is gone). `keep` is asked once per `quietMs`; `heartbeat` is written after `quietMs`
- * without text (proxies drop silent streams).
+ * A route's side of a guarded stream: reads the slices the object releases (`next`: the frames of the one
+ * `releaseStream` RPC, D-060, each at most `quietMs` after the previous) and writes each released piece, until the
+ * run ends or pauses, the guard trips, the stream ends, `deadline` passes or `keep` answers false (the caller's
+ * open-stream slot is gone). `keep` is asked once per `quietMs`; `heartbeat` is written after `quietMs` without
+ * text (proxies drop silent streams).
  */
 export async function followRelease<R extends { finished: boolean; paused: boolean }>(
-  poll: (after: number, waitMs: number) => Promise<ReleasedSlice<R>>,
+  next: () => Promise<ReleasedSlice<R>>,
   initial: R | null,
   deadline: number,
   quietMs: number,
@@ -167,7 +171,7 @@ export async function followRelease<R extends { finished: boolean; paused: boole
       if (!(await io.keep())) break;
       keptAt = Date.now();
     }
-    const slice = await poll(f.released.length, Math.min(quietMs, deadline - Date.now()));
+    const slice = await next();
     Object.assign(f, { run: slice.run, roundStart: slice.roundStart, blocked: slice.blocked });
     if (slice.text !== "") {
       f.released += slice.text;
@@ -177,6 +181,7 @@ export async function followRelease<R extends { finished: boolean; paused: boole
       quietSince = Date.now();
       await io.heartbeat();
     }
+    if (slice.end) break;
   }
   return f;
 }

@@ -18,6 +18,7 @@
 import { postSignedWebhook, webhookKey } from "../channels/standard-webhooks";
 import { type RunCompletion, recordedCompletion } from "../runs/completion";
 import { redactText } from "../security/redact";
+import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { checkUrl } from "../tools/net-policy";
 
@@ -49,8 +50,9 @@ export function retryDelayMs(baseMs: number, attempts: number): number {
   return Math.min(MAX_RETRY_DELAY_MS, baseMs * 4 ** Math.max(0, attempts - 1));
 }
 
-/** Queues the notification of `runId` (call inside the transaction that creates the run). */
+/** Queues the notification of `runId` (call inside the transaction that creates the run; it creates the outbox first). */
 export function enqueueNotify(sql: Sql, runId: string, spec: NotifySpec): void {
+  ensureLazyTables(sql, "notify_outbox"); // an object no notifying job ran in has no outbox (D-062)
   sql.run`INSERT INTO notify_outbox (run_id, job_id, scheduled_for, channel, target, webhook_id, settings, status, attempts, next_attempt_at, reported)
           VALUES (${runId}, ${spec.jobId}, ${spec.scheduledFor}, ${spec.channel}, ${spec.target}, ${spec.webhookId},
                   ${JSON.stringify({ maxAttempts: spec.maxAttempts, retryBaseMs: spec.retryBaseMs, timeoutMs: spec.timeoutMs })},
@@ -60,6 +62,10 @@ export function enqueueNotify(sql: Sql, runId: string, spec: NotifySpec): void {
 
 /** When the alarm must next deliver or report: the earliest pending attempt of a finished run, or a D1 retry. */
 export function nextNotifyAt(sql: Sql, now: number): number | null {
+  return readLazy(sql, "notify_outbox", null, () => nextNotifyIn(sql, now));
+}
+
+function nextNotifyIn(sql: Sql, now: number): number | null {
   const due = sql.one<{ at: number | null }>`
     SELECT MIN(n.next_attempt_at) AS at FROM notify_outbox n JOIN runs r ON r.id = n.run_id
     WHERE n.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled')`;
@@ -102,11 +108,17 @@ export interface NotifyHost {
 /** Delivers every due notification of a finished run, then mirrors unreported outcomes to D1. */
 export async function deliverNotifications(host: NotifyHost, now = Date.now()): Promise<void> {
   const { sql } = host;
-  const due = sql.all<OutboxRow>`
+  const due = readLazy(
+    sql,
+    "notify_outbox",
+    null,
+    () => sql.all<OutboxRow>`
     SELECT n.*, r.status AS run_status, r.output AS run_output, r.error AS run_error, r.agent_id AS agent_id
     FROM notify_outbox n JOIN runs r ON r.id = n.run_id
     WHERE n.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled') AND n.next_attempt_at <= ${now}
-    ORDER BY n.next_attempt_at LIMIT 20`;
+    ORDER BY n.next_attempt_at LIMIT 20`,
+  );
+  if (due === null) return; // no outbox: nothing was ever queued, nothing to report
   for (const row of due) await deliverOne(host, row);
   await reportToD1(host);
 }

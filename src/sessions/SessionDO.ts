@@ -19,8 +19,9 @@ import { isolateLogSinks } from "../observability/r2-logs";
 import { type ApprovalRow, getApproval } from "../runs/approvals";
 import { RunEngine } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
+import type { ReleaseStreamOptions } from "../runs/release-stream";
 import type { RunStatus } from "../runs/store";
-import { awaitRelease, type ReleasedSlice } from "../runs/stream-release";
+import type { ReleasedSlice } from "../runs/stream-release";
 import type { RunView } from "../runs/view";
 import { migrate } from "../storage/sql";
 import type { SessionType } from "../tools/registry";
@@ -39,14 +40,16 @@ import {
   type Snapshot,
 } from "./generations";
 import { shipIndexNow } from "./index-outbox";
-import { approvalExpiry, firingReports, RunBundles, runDrain, startRuns } from "./run-capabilities";
+import { approvalExpiry, enqueueInline, firingReports, RunBundles, resumeDecided, runDrain } from "./run-capabilities";
 import { createRunHost } from "./run-host";
 import { type AwaitedRun, awaitInline, awaitRun, type RunDetail, runDetail, runEvents, runRecord } from "./run-queries";
+import { releasedSlice, releaseStream } from "./run-release";
 import { RunWaiters } from "./run-waiters";
 import { SESSION_MIGRATIONS } from "./schema";
 import { recordAuditEvent } from "./session-audit";
-import { ensureSession, type SessionIdentity, sessionType } from "./session-state";
+import { ensureSession, type SessionIdentity, sessionListed, sessionType } from "./session-state";
 import { markCreated } from "./session-store";
+import { windowOf } from "./ship-window";
 import { Shipping } from "./shipping";
 import { getSystemPrompt, type SystemPromptAnswer, setSystemPrompt } from "./system-prompt";
 import { idempotencyPurge, type ToolCallbackAnswer, type ToolCallbackPolicy, ToolCallbacks } from "./tool-callbacks";
@@ -86,6 +89,8 @@ export class SessionDO extends DurableObject<Env> {
       firingReports(cx),
       channelReplies(cx),
     ]);
+    const flushLogs = () => isolateLogSinks(this.env.AUDIT).flushSoon();
+    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(flushLogs);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
     this.#sockets = new SessionSockets(cx, this);
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
@@ -101,9 +106,7 @@ export class SessionDO extends DurableObject<Env> {
   /** Runs the background capabilities (queued runs first among the shipping), then sets the next alarm. */
   override async alarm(): Promise<void> {
     await this.#alarms.run(() => this.#cx.refreshSecrets());
-    // After this object's own storage I/O, and not awaited (the sinks are the isolate's: see flushSoon). At most one
-    // flush per OBJECT_FLUSH_INTERVAL_MS per isolate, so under load one segment carries many runs' lines.
-    isolateLogSinks(this.env.AUDIT).flushSoon();
+    isolateLogSinks(this.env.AUDIT).flushSoon(); // not awaited: the isolate's sinks (also after a timer's pass, D-061)
   }
 
   /** The WebSocket conversation route (src/sessions/websocket.ts): the Worker's admitted upgrade, then the socket's frames. */
@@ -141,7 +144,7 @@ export class SessionDO extends DurableObject<Env> {
     return recordAuditEvent(this.#cx, identity, eventType, actor, payload);
   }
 
-  /** Admin: approves or denies a pending approval (S1 §3.3); the run resumes from the alarm. */
+  /** Admin: approves or denies a pending approval (S1 §3.3); its run resumes here, inline, after the answer too (D-059). */
   async decideApproval(
     approvalId: string,
     decision: "approve" | "deny",
@@ -150,9 +153,10 @@ export class SessionDO extends DurableObject<Env> {
   ): Promise<{ ok: true; approval: ApprovalRow } | { ok: false; reason: "not_found" | "decided" | "expired"; approval?: ApprovalRow }> {
     const result = this.#engine.decideApproval(approvalId, decision, decidedBy, reason);
     if (!result.ok && result.reason !== "expired") return result;
+    const started = await resumeDecided(this.#cx, this.#engine, () => this.#alarms.expedite(), result.approval?.run_id);
     // D1 hears of the decision before the admin's call returns: the pending limits and admin lists read it there.
     await shipIndexNow(this.#cx);
-    await this.#alarms.reschedule();
+    if (!started) await this.#alarms.reschedule(); // else the watchdog armed for the run reschedules when it fires
     return result;
   }
 
@@ -167,8 +171,8 @@ export class SessionDO extends DurableObject<Env> {
    * keeps the object alive meanwhile and resumes the run if it is lost).
    */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
-    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
-    if (!queued.duplicate && input.spec) await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
+    const { queued } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite());
+    await sessionListed(this.#cx); // a new session's D1 batch ran beside the call (issue 23)
     return queued;
   }
 
@@ -179,13 +183,15 @@ export class SessionDO extends DurableObject<Env> {
     waitMs: number,
     opts: { untilPaused?: boolean } = {},
   ): Promise<{ queued: Enqueued; done: AwaitedRun | null }> {
-    const queued = await enqueueMessage(this.#cx, identity, input, (id) => this.#engine.prefetch(id, input.spec));
-    if (queued.duplicate || !input.spec) return { queued, done: await awaitRun(this.#cx.sql, this.#waiters, queued.runId, waitMs, opts) };
+    const { queued, stopped } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite());
     // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
-    const stopped = this.#engine.whenStopped(queued.runId);
-    await startRuns(this.#cx, this.#engine, () => this.#alarms.expedite());
     const q = { runId: queued.runId, waitMs, untilPaused: opts.untilPaused };
-    return { queued, done: await awaitInline(this.#cx.sql, this.#waiters, this.#engine, stopped, q) };
+    const { sql } = this.#cx;
+    const done = stopped
+      ? await awaitInline(sql, this.#waiters, this.#engine, stopped, q)
+      : await awaitRun(sql, this.#waiters, queued.runId, waitMs, opts);
+    await sessionListed(this.#cx); // a new session's D1 batch ran beside the turn (issue 23)
+    return { queued, done };
   }
 
   /** `/new`: archives the current generation to R2 and starts another. Nothing changes if the archive fails. */
@@ -236,12 +242,14 @@ export class SessionDO extends DurableObject<Env> {
     return awaitRun(this.#cx.sql, this.#waiters, runId, waitMs, opts);
   }
 
-  /** Issue 23: a streaming caller's long poll — text released past `after`, and the run (see runs/stream-release.ts). */
+  /** Issue 23: one read of a streaming caller — text released past `after`, and the run (see runs/stream-release.ts). */
   async releasedText(runId: string, after: number, waitMs: number): Promise<ReleasedSlice<AwaitedRun>> {
-    const [sql, waiters] = [this.#cx.sql, this.#waiters];
-    const run = () => awaitRun(sql, waiters, runId, 0, { untilPaused: true });
-    const wake = () => waiters.wake(runId);
-    return awaitRelease(runId, after, waitMs, { wake, next: (ms) => waiters.next(runId, ms), run, settled: (r) => r.finished || r.paused });
+    return releasedSlice(this.#cx.sql, this.#waiters, runId, after, waitMs);
+  }
+
+  /** D-060: a guarded stream in one RPC — frames of released text until the run ends or pauses (runs/release-stream.ts). */
+  async releaseStream(runId: string, o: ReleaseStreamOptions): Promise<ReadableStream<Uint8Array>> {
+    return releaseStream(this.#cx.sql, this.#waiters, runId, o);
   }
 
   /** Admin: the run with every event, its S4 §6 trace and the prompt manifest of each model call. */

@@ -56,6 +56,9 @@ export async function alarmNow(storage: DurableObjectStorage): Promise<void> {
   if (at === null || at > now) await storage.setAlarm(now);
 }
 
+/** How much earlier than the time asked for an alarm already set may fire and be kept (no write). */
+const RESCHEDULE_SLACK_MS = 100;
+
 /** Drives a session object's capabilities from its alarm. */
 export class AlarmRunner {
   readonly #storage: DurableObjectStorage;
@@ -91,6 +94,15 @@ export class AlarmRunner {
   }
 
   /**
+   * When a shipping pass its timer ran ends, with no run live and no alarm pass under way: the alarm is set to the
+   * next work or cleared, instead of the turn's watchdog firing to find nothing to do (issue 23: an idle object's
+   * turn leaves no alarm fire behind). While a run is live its watchdog stays as it is.
+   */
+  async settle(busy: boolean): Promise<void> {
+    if (!busy && !this.#running) await this.reschedule();
+  }
+
+  /**
    * Brings the alarm forward to the earliest work of an `expedite` capability, if that is sooner than the alarm
    * set (called when an inline run ends; no alarm write when nothing waits).
    */
@@ -103,12 +115,18 @@ export class AlarmRunner {
     if (current === null || current > at) await this.#storage.setAlarm(at);
   }
 
-  /** Sets the alarm to the earliest time any capability has work, or clears it when none has. */
+  /**
+   * Sets the alarm to the earliest time any capability has work, or clears it when none has. No write when the
+   * alarm already fires at most RESCHEDULE_SLACK_MS before that time (it finds the work all the same).
+   */
   async reschedule(): Promise<void> {
     const now = Date.now();
     const times = this.#capabilities.map((c) => c.nextAlarmAt(now)).filter((t): t is number => t !== null);
+    const current = await this.#storage.getAlarm();
+    if (times.length === 0) return current === null ? undefined : this.#storage.deleteAlarm();
     // A capability may answer "due since long ago" (0): the runtime refuses an alarm time <= 0, so it is due now.
-    if (times.length > 0) return this.#storage.setAlarm(Math.max(now, Math.min(...times)));
-    return this.#storage.deleteAlarm();
+    const at = Math.max(now, Math.min(...times));
+    if (current !== null && current <= at && at - current <= RESCHEDULE_SLACK_MS) return;
+    return this.#storage.setAlarm(at);
   }
 }

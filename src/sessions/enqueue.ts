@@ -56,6 +56,7 @@ function storeQueuedRun(
   input: EnqueueInput,
   message: { text: string; rewrites: readonly SplitRewrite[] },
   runId: string,
+  onStored?: (runId: string) => void,
 ): number {
   const now = new Date();
   const secrets = secretValuesFromEnv(cx.env);
@@ -79,6 +80,7 @@ function storeQueuedRun(
     const created = appendEvent(cx.sql, { id: runId, agent_id: state.agentId }, "run.created", createdPayload(state, input, row.seq), now);
     const actor = input.callerId ? `api:${input.callerId}` : input.job ? "scheduler" : "system";
     enqueueAudit(cx.sql, auditFromRunEvent(created, actor, secrets));
+    onStored?.(runId);
     return row.seq;
   });
 }
@@ -102,16 +104,18 @@ function createdPayload(state: SessionRef, input: EnqueueInput, seq: number): Re
  * inline. `dispatchKey` makes the call idempotent: a second call with the same key returns the first run
  * (`duplicate: true`) and stores nothing. The scheduler passes a firing's run key, with the firing (recorded in
  * `run.created`) and its notification, queued in the same transaction as the run. `prefetch` makes the run's
- * own reads before anything is written (see the module comment).
+ * own reads before anything is written (see the module comment); `onStored` runs inside the storing transaction
+ * (the engine starts an inline run there: issue 23's T1 is one commit fewer).
  */
 export async function enqueueMessage(
   cx: SessionContext,
   identity: SessionIdentity,
   input: EnqueueInput,
   prefetch?: (runId: string) => Promise<void>,
+  onStored?: (runId: string) => void,
 ): Promise<Enqueued> {
   await cx.refreshSecrets(); // the message is redacted with every secret in force, stored ones included
-  const state = await ensureSession(cx, identity);
+  const state = await ensureSession(cx, identity, "background"); // the caller awaits sessionListed before answering
   await refreshIndex(cx, state.sessionKey, state.sessionId);
   const known = () => (input.dispatchKey ? byDispatchKey(cx, input.dispatchKey) : undefined);
   const early = known();
@@ -125,7 +129,7 @@ export async function enqueueMessage(
   // Checked again with nothing awaited before the store: a call with the same key may have stored it meanwhile.
   const seen = known();
   if (seen) return seen;
-  const seq = storeQueuedRun(cx, state, input, split, runId);
+  const seq = storeQueuedRun(cx, state, input, split, runId, onStored);
   await enforceLimits(cx, state, input.limits);
   return { runId, sessionId: state.sessionId, seq };
 }

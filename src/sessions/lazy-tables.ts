@@ -3,15 +3,19 @@
  * never writes session memory (it is written by NOTES `remember`/`condense_*` and by compaction), so a brand-new
  * object does not pay for the `memory` table and its FTS5 index (one virtual table, five shadow tables).
  *
- * Schema v16 drops them from any object where they are empty (a brand-new object's schema snapshot therefore
- * lacks them); an object whose memory holds rows keeps them. Writers call `ensureLazyTables` first (CREATE … IF
- * NOT EXISTS, the very statements of schema v5); readers ask `lazyTablesPresent` and read nothing when absent.
- * Whether they exist is learned once per object (one `sqlite_master` read) and kept per database. No migration
- * after v5 may touch these tables (test/sessions/fresh-turn.test.ts holds it): a lazy table changes only here.
+ * D-062 adds the tables only job runs, chat channels and `automation.complete` write: `notify_outbox` (v11),
+ * `automation_completions` (v12), `reply_outbox` (v13). A plain turn's alarm pass then reads none of them.
+ *
+ * Schema v16 (memory) and v19 (the others) drop them from any object where they are empty (a brand-new object's
+ * schema snapshot therefore lacks them); an object whose tables hold rows keeps them. Writers call
+ * `ensureLazyTables` first, in the transaction of their write (CREATE … IF NOT EXISTS, the very statements of the
+ * version that made them); readers go through `readLazy` and read nothing when absent. Whether they exist is
+ * learned once per object (one `sqlite_master` read for every group) and kept per database. No migration after the
+ * one that made a group may touch it (test/sessions/fresh-turn.test.ts holds it): a lazy table changes only here.
  */
 import { databaseOf, type Sql, SqlError } from "../storage/sql";
 
-/** Each lazy group: the name of its first table and its statements, exactly schema v5's (IF NOT EXISTS). */
+/** Each lazy group: the name of its first table and its statements, exactly those of the version that made them (IF NOT EXISTS). */
 export const LAZY_TABLES = {
   memory: [
     `CREATE TABLE IF NOT EXISTS memory (
@@ -24,7 +28,52 @@ export const LAZY_TABLES = {
    )`,
     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(id UNINDEXED, text, tokenize = 'unicode61')",
   ],
+  // D-062: written only by job runs, chat-channel messages and automation.complete (schema v11, v12, v13's tables).
+  notify_outbox: [
+    `CREATE TABLE IF NOT EXISTS notify_outbox (
+     run_id TEXT PRIMARY KEY,
+     job_id TEXT NOT NULL,
+     scheduled_for TEXT NOT NULL,
+     channel TEXT NOT NULL,
+     target TEXT NOT NULL,
+     webhook_id TEXT NOT NULL,
+     settings TEXT NOT NULL,
+     body TEXT,
+     status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+     attempts INTEGER NOT NULL,
+     next_attempt_at INTEGER NOT NULL,
+     last_error TEXT,
+     delivered_at TEXT,
+     reported INTEGER NOT NULL
+   )`,
+  ],
+  automation_completions: [
+    `CREATE TABLE IF NOT EXISTS automation_completions (
+     completion_id TEXT PRIMARY KEY,
+     run_id TEXT NOT NULL,
+     outcome TEXT NOT NULL,
+     summary TEXT,
+     tool_call_id TEXT NOT NULL,
+     recorded_at TEXT NOT NULL
+   )`,
+  ],
+  reply_outbox: [
+    `CREATE TABLE IF NOT EXISTS reply_outbox (
+     run_id TEXT PRIMARY KEY,
+     target TEXT NOT NULL,
+     status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'delivered', 'failed', 'unknown', 'skipped')),
+     parts_sent INTEGER NOT NULL DEFAULT 0,
+     message_ids TEXT NOT NULL DEFAULT '[]',
+     attempts INTEGER NOT NULL DEFAULT 0,
+     next_attempt_at INTEGER NOT NULL DEFAULT 0,
+     last_error TEXT,
+     updated_at TEXT NOT NULL
+   )`,
+  ],
 } as const;
+
+/** The lazy groups, in the order they are looked up together. */
+const GROUPS = Object.keys(LAZY_TABLES) as LazyGroup[];
 
 /** A group of lazily created tables (named after its first table). */
 export type LazyGroup = keyof typeof LAZY_TABLES;
@@ -44,12 +93,18 @@ function knownOf(sql: Sql): Map<LazyGroup, boolean> {
 /** True when the object has the group's tables (learned once per object, then kept). */
 export function lazyTablesPresent(sql: Sql, group: LazyGroup): boolean {
   const m = knownOf(sql);
-  let present = m.get(group);
-  if (present === undefined) {
-    present = sql.one<{ x: number }>`SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ${group}` !== undefined;
-    m.set(group, present);
+  if (!m.has(group)) {
+    // Every group at once (D-062): a fresh object's first alarm pass asks about several; one read answers all.
+    const names = new Set(
+      sql.all<{
+        name: string;
+      }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (SELECT value FROM json_each(${JSON.stringify(GROUPS)}))`.map(
+        (r) => r.name,
+      ),
+    );
+    for (const g of GROUPS) if (!m.has(g)) m.set(g, names.has(g));
   }
-  return present;
+  return m.get(group) === true;
 }
 
 /** Creates the group's tables if they do not exist yet (before the first write). */
@@ -74,6 +129,38 @@ export function readLazy<T>(sql: Sql, group: LazyGroup, absent: T, read: () => T
     if (!(err instanceof SqlError && /no such table/.test(err.message))) throw err;
     knownOf(sql).delete(group);
     return absent;
+  }
+}
+
+/**
+ * A migration step (schema v19, D-062): drops each group's tables where they hold no row (a brand-new object, an
+ * unused one); a group that holds rows is kept, and looked up again on first read. Every group named exists at v19.
+ */
+export function dropLazyIfEmpty(...groups: LazyGroup[]): (sql: Sql) => void {
+  return (sql) => {
+    for (const group of groups) {
+      if (holdsRows(sql, group)) {
+        knownOf(sql).delete(group);
+        continue;
+      }
+      const tables = LAZY_TABLES[group].map((s) => /TABLE IF NOT EXISTS (\w+)/.exec(s)?.[1] as string).reverse();
+      sql.script(tables.map((t) => `DROP TABLE IF EXISTS ${t}`).join(";\n"), tables.length);
+      knownOf(sql).set(group, false);
+    }
+  };
+}
+
+/** Whether the group's first table holds a row (one statement per table: a name cannot be a parameter). */
+function holdsRows(sql: Sql, group: LazyGroup): boolean {
+  switch (group) {
+    case "memory":
+      return sql.one`SELECT 1 AS x FROM memory LIMIT 1` !== undefined;
+    case "notify_outbox":
+      return sql.one`SELECT 1 AS x FROM notify_outbox LIMIT 1` !== undefined;
+    case "automation_completions":
+      return sql.one`SELECT 1 AS x FROM automation_completions LIMIT 1` !== undefined;
+    case "reply_outbox":
+      return sql.one`SELECT 1 AS x FROM reply_outbox LIMIT 1` !== undefined;
   }
 }
 

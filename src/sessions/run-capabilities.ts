@@ -1,18 +1,23 @@
 /**
  * The run-side background work, as capabilities run from the alarm: expiring overdue approvals, resuming runs
- * whose execution was lost (runs start inline, in the call that queued them — issue 23; the alarm is their
- * watchdog), writing each finished run's R2 bundle, and reporting finished job runs to their D1 firing rows.
+ * whose execution was lost (runs start inline, in the call that queued them — issue 23 — or in the call that
+ * decided their approval — D-059; the alarm is their watchdog), writing each finished run's R2 bundle, and
+ * reporting finished job runs to their D1 firing rows.
  */
 import { writeRunBundle } from "../audit/bundles";
+import { createLogger } from "../observability/logger";
+import { gatewayLogSink } from "../observability/r2-logs";
 import { nextExpiry } from "../runs/approvals";
 import { FIRING_REPORT_RETRY_MS, hasUnreportedFirings, reportFirings } from "../runs/completion";
 import type { RunEngine } from "../runs/engine";
-import { nextRunnable } from "../runs/store";
+import { nextRunnable, type RunRow } from "../runs/store";
 import { secretValuesFromEnv } from "../security/redact";
 import { type AlarmCapability, armWatchdog, WATCHDOG_MS } from "./capabilities";
 import type { SessionContext } from "./context";
+import { type Enqueued, type EnqueueInput, enqueueMessage } from "./enqueue";
 import { runDetail } from "./run-queries";
 import { markBundled, unbundledFinishedRuns } from "./session-runs-store";
+import type { SessionIdentity } from "./session-state";
 
 /** How long after an R2 failure unwritten bundles are tried again. */
 const BUNDLE_RETRY_MS = 30_000;
@@ -30,8 +35,7 @@ export function approvalExpiry(cx: SessionContext, engine: RunEngine): AlarmCapa
 
 /**
  * Capability: the runs' watchdog. While this instance executes runs it only keeps the alarm a heartbeat ahead;
- * a runnable run with no live drain here (its execution lost to eviction or a crash, or one the alarm resumes
- * after an approval) is executed at once.
+ * a runnable run with no live drain here (its execution lost to eviction or a crash) is executed at once.
  */
 export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability {
   return {
@@ -45,14 +49,57 @@ export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability
 
 /**
  * Starts the queued runs inline, under the object's ordering (one drain at a time), with the watchdog armed;
- * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers.
+ * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers;
+ * `failed` hears of a drain that threw (the watchdog alarm retries whatever did not happen).
  */
-export async function startRuns(cx: SessionContext, engine: RunEngine, ended: () => Promise<void>): Promise<void> {
+export async function startRuns(
+  cx: SessionContext,
+  engine: RunEngine,
+  ended: () => Promise<void>,
+  failed: (err: unknown) => void = () => {},
+): Promise<void> {
   await armWatchdog(cx.storage);
-  void engine
-    .drain()
-    .then(ended)
-    .catch(() => {}); // the watchdog alarm retries whatever did not happen
+  void engine.drain().then(ended).catch(failed);
+}
+
+/**
+ * D-059: starts the run an approval decision (or the expiry found by it) put back to `running`, inline, as
+ * enqueue starts a new run — not from the alarm. It joins the live drain if there is one (a run is never executed
+ * twice at once: the drain is one per instance, and the watchdog only starts one when none is live here). Not
+ * awaited: the approver is answered while the run goes on, covered by the watchdog; a drain that throws is
+ * logged against `runId`. False when no run is runnable (the run was cancelled meanwhile, or had already ended).
+ */
+export async function resumeDecided(
+  cx: SessionContext,
+  engine: RunEngine,
+  ended: () => Promise<void>,
+  runId: string | undefined,
+): Promise<boolean> {
+  if (!nextRunnable(cx.sql)) return false;
+  await startRuns(cx, engine, ended, (err) => {
+    const logger = createLogger("info", gatewayLogSink(cx.env.AUDIT));
+    logger.log("error", "run.internal_error", { run_id: runId ?? "unknown", error_name: err instanceof Error ? err.name : "unknown" });
+  });
+  return true;
+}
+
+/**
+ * Stores a message (enqueue.ts) and, for a run with a spec, starts it inline (D-051): the engine starts it in the
+ * storing transaction when nothing runs before it (D-061). `stopped` resolves with the run's row when it stops here.
+ */
+export async function enqueueInline(
+  cx: SessionContext,
+  engine: RunEngine,
+  identity: SessionIdentity,
+  input: EnqueueInput,
+  ended: () => Promise<void>,
+): Promise<{ queued: Enqueued; stopped: Promise<RunRow> | null }> {
+  const start = input.spec ? (runId: string) => engine.startInline(runId) : undefined;
+  const queued = await enqueueMessage(cx, identity, input, (id) => engine.prefetch(id, input.spec), start);
+  if (queued.duplicate || !input.spec) return { queued, stopped: null };
+  const stopped = engine.whenStopped(queued.runId);
+  await startRuns(cx, engine, ended);
+  return { queued, stopped };
 }
 
 /** Capability: writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */
@@ -72,20 +119,26 @@ export class RunBundles implements AlarmCapability {
     return this.#retryAt;
   }
 
-  /** Writes the bundles still missing, oldest first; stops at the first R2 failure. */
+  /**
+   * Writes the bundles still missing, oldest first; stops at the first R2 failure. The written ones are marked in
+   * one commit at the end (issue 23: one commit per pass, not per run); a crash before it only means those bundles
+   * are put again, and a create-only put of a bundle already there is a success.
+   */
   async onAlarm(): Promise<void> {
     const cx = this.#cx;
     this.#retryAt = null;
-    for (const id of unbundledFinishedRuns(cx.sql)) {
-      const detail = runDetail(cx.sql, id);
-      if (!detail) continue;
-      try {
+    const written: string[] = [];
+    try {
+      for (const id of unbundledFinishedRuns(cx.sql)) {
+        const detail = runDetail(cx.sql, id);
+        if (!detail) continue;
         await writeRunBundle(cx.env.AUDIT, detail, secretValuesFromEnv(cx.env));
-        markBundled(cx.sql, id);
-      } catch {
-        this.#retryAt = Date.now() + BUNDLE_RETRY_MS;
-        return;
+        written.push(id);
       }
+    } catch {
+      this.#retryAt = Date.now() + BUNDLE_RETRY_MS;
+    } finally {
+      if (written.length > 0) cx.storage.transactionSync(() => markBundled(cx.sql, written));
     }
   }
 }

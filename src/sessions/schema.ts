@@ -7,7 +7,7 @@ import { REPLY_SCHEMA } from "../channels/replies";
 import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
 import { INDEX_OUTBOX_SCHEMA } from "./index-outbox-store";
-import { dropMemoryIfEmpty } from "./lazy-tables";
+import { dropLazyIfEmpty, dropMemoryIfEmpty } from "./lazy-tables";
 
 export const SESSION_MIGRATIONS: Migrations = [
   // v1: what the object knows about itself.
@@ -262,4 +262,10 @@ export const SESSION_MIGRATIONS: Migrations = [
    INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'run', id FROM runs WHERE indexed = 0;
    INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'session', '' FROM session_state;
    INSERT OR REPLACE INTO index_outbox (kind, key) SELECT 'generation', session_id FROM generations;`,
+  // v18 (issue 23): the calls that can have opened an env request, found without a scan. A generation with none
+  // has no fulfilled keys to name in its prompt, so its runs skip that D1 read (src/runs/round-prompt.ts).
+  `CREATE INDEX tool_executions_env_requests ON tool_executions (run_id) WHERE tool = 'request_env_variables';`,
+  // v19 (issue 23, D-062): job notifications, automation completions and channel replies are created when first
+  // written (src/sessions/lazy-tables.ts), like memory at v16; an object whose tables hold rows keeps them.
+  dropLazyIfEmpty("notify_outbox", "automation_completions", "reply_outbox"),
 ];

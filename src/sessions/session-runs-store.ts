@@ -5,6 +5,7 @@
  */
 import type { Sql } from "../storage/sql";
 import type { AutomationCompletion } from "../tools/registry";
+import { ensureLazyTables, readLazy } from "./lazy-tables";
 
 /** A run's queue entry (the `run` RPC's answer). */
 export interface RunQueueEntry {
@@ -61,9 +62,9 @@ export function unbundledFinishedRuns(sql: Sql): string[] {
   );
 }
 
-/** Marks a run's bundle written. */
-export function markBundled(sql: Sql, runId: string): void {
-  sql.run`UPDATE runs SET bundled = 1 WHERE id = ${runId}`;
+/** Marks these runs' bundles written. */
+export function markBundled(sql: Sql, runIds: readonly string[]): void {
+  for (const id of runIds) sql.run`UPDATE runs SET bundled = 1 WHERE id = ${id}`;
 }
 
 /** The run a sandbox callback belongs to: the running one, else the newest of the generation. */
@@ -80,12 +81,18 @@ export function pendingApprovalsOf(sql: Sql, runId: string): { approval_id: stri
 
 /** An `automation.complete` record by its id. */
 export function automationCompletion(sql: Sql, completionId: string): AutomationCompletion | undefined {
-  return sql.one<AutomationCompletion & Record<string, SqlStorageValue>>`
-    SELECT completion_id, run_id, outcome, summary, tool_call_id, recorded_at FROM automation_completions WHERE completion_id = ${completionId}`;
+  return readLazy(
+    sql,
+    "automation_completions",
+    undefined,
+    () => sql.one<AutomationCompletion & Record<string, SqlStorageValue>>`
+    SELECT completion_id, run_id, outcome, summary, tool_call_id, recorded_at FROM automation_completions WHERE completion_id = ${completionId}`,
+  );
 }
 
-/** Stores an `automation.complete` record. */
+/** Stores an `automation.complete` record (call inside its transaction: it creates the table first, D-062). */
 export function insertAutomationCompletion(sql: Sql, c: AutomationCompletion): void {
+  ensureLazyTables(sql, "automation_completions");
   sql.run`INSERT INTO automation_completions (completion_id, run_id, outcome, summary, tool_call_id, recorded_at)
           VALUES (${c.completion_id}, ${c.run_id}, ${c.outcome}, ${c.summary}, ${c.tool_call_id}, ${c.recorded_at})`;
 }

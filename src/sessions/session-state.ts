@@ -40,8 +40,26 @@ export function sessionType(cx: Pick<SessionContext, "sql">): SessionType {
   return readSessionType(cx.sql) === "setup" ? "setup" : "ordinary";
 }
 
-/** The current generation, creating the session (and its D1 index rows) on first use. */
-export async function ensureSession(cx: SessionContext, identity: SessionIdentity): Promise<SessionRef> {
+/** A new session's D1 listing still under way, per object (by its storage): see `ensureSession`'s `listing`. */
+const listings = new WeakMap<DurableObjectStorage, Promise<void>>();
+
+/** Resolves once the session this object created in this call is listed in D1 (at once when nothing is pending). */
+export async function sessionListed(cx: SessionContext): Promise<void> {
+  const pending = listings.get(cx.storage);
+  listings.delete(cx.storage);
+  await pending;
+}
+
+/**
+ * The current generation, creating the session (and its D1 index rows) on first use. A new session is listed
+ * before this returns, or — `listing: "background"` (a turn, issue 23) — while the call goes on, and the caller
+ * awaits `sessionListed` before it answers: a first turn's D1 batch runs beside its model call, not before it.
+ */
+export async function ensureSession(
+  cx: SessionContext,
+  identity: SessionIdentity,
+  listing: "now" | "background" = "now",
+): Promise<SessionRef> {
   const row = readSession(cx.sql);
   if (row) {
     if (row.sessionKey !== identity.sessionKey) throw new Error("session key does not match this object");
@@ -56,9 +74,10 @@ export async function ensureSession(cx: SessionContext, identity: SessionIdentit
     insertGeneration(cx.sql, ref.sessionId, now);
     setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
-  // Listed before the call answers, as before issue 23 — but a D1 failure now leaves the rows queued for the
-  // shipping window to retry instead of failing the call (and leaving the session unlisted for good).
-  await shipIndexNow(cx);
+  // Listed before the caller answers, as before issue 23 — but a D1 failure leaves the rows queued for the shipping
+  // window to retry instead of failing the call (and leaving the session unlisted for good).
+  if (listing === "now") await shipIndexNow(cx);
+  else listings.set(cx.storage, shipIndexNow(cx));
   return ref;
 }
 

@@ -20,6 +20,8 @@ export interface ShipWindow {
   dueAt: number | null;
   lastPassAt: number;
   ship?: () => Promise<void>;
+  /** After a pass the timer ran: the SessionDO settles its alarm (cleared when nothing is left; see SessionDO). */
+  afterTimerPass?: () => Promise<void>;
 }
 
 /** The window state of the object behind `storage`. */
@@ -45,7 +47,14 @@ export async function openShippingWindow(storage: DurableObjectStorage): Promise
   w.dueAt = dueAt;
   // A pass that fails here (R2 or D1 down) leaves its rows queued; the backup alarm below ships them, and rethrows to
   // the runtime if it fails too. Caught so that a failed timer pass is not an unhandled rejection in the isolate.
-  setTimeout(() => void w.ship?.().catch(() => {}), dueAt - now);
+  setTimeout(
+    () =>
+      void w
+        .ship?.()
+        .then(() => w.afterTimerPass?.())
+        .catch(() => {}),
+    dueAt - now,
+  );
   const backup = dueAt + SHIP_WINDOW_MS;
   const at = await storage.getAlarm();
   // Every alarm ships, so one already due about then (the run's watchdog, set a moment earlier) is the backup: moving

@@ -15,7 +15,7 @@ import { indexBacklog } from "./index-outbox-store";
 import type { RunBundles } from "./run-capabilities";
 import { flushSessionAudit } from "./session-audit";
 import { unbundledFinishedRuns } from "./session-runs-store";
-import { windowOf } from "./ship-window";
+import { SHIP_WINDOW_MS, windowOf } from "./ship-window";
 
 /** Capability: the shipping pass (audit segment, run bundles, index batch) when the window closes or a retry is due. */
 export class Shipping implements AlarmCapability {
@@ -34,10 +34,15 @@ export class Shipping implements AlarmCapability {
     windowOf(cx.storage).ship = () => this.ship();
   }
 
-  /** The earliest time a part has work: the window's end (at once with no window open), or a part's retry. */
+  /**
+   * The earliest time a part has work, for the alarm: with a window open, a window after its end (its timer ships at
+   * the end; the alarm is the backup across an eviction, as openShippingWindow sets it); with none, at once; or a
+   * part's retry.
+   */
   nextAlarmAt(now: number): number | null {
     const { sql, storage } = this.#cx;
-    const due = Math.max(now, windowOf(storage).dueAt ?? now);
+    const open = windowOf(storage).dueAt;
+    const due = Math.max(now, open === null ? now : open + SHIP_WINDOW_MS);
     const times: number[] = [];
     const audit = nextFlushAt(sql, now);
     if (audit !== null) times.push(Math.max(due, audit));

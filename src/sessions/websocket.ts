@@ -20,14 +20,7 @@ import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
 import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
-import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../http/middleware/open-streams";
-import {
-  errorFrame,
-  parseClientFrame,
-  type SocketMessageFrame,
-  type SocketRunView,
-  type SocketServerFrame,
-} from "../http/v1/socket-frames";
+import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
 import { requestCallerKey } from "../runs/caller";
 import { eventForApiCaller } from "../runs/events";
 import { getRun, isTerminal, listEvents } from "../runs/store";
@@ -36,6 +29,7 @@ import type { SessionContext } from "./context";
 import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
 import { runRecord } from "./run-queries";
 import type { SessionDO } from "./SessionDO";
+import { errorFrame, parseClientFrame, type SocketMessageFrame, type SocketServerFrame } from "./socket-frames";
 
 /** The header the Worker puts its grant in when it forwards an upgrade; the object is reachable only through it. */
 export const SOCKET_GRANT_HEADER = "x-sophie-socket-grant";
@@ -215,7 +209,7 @@ export class SessionSockets {
     if (isTerminal(run.status)) {
       att.follows = att.follows.filter((f) => f !== followed);
       const record = runRecord(this.#cx.sql, runId);
-      if (record) send(ws, { type: "run", id: followed.id, run: record.view as SocketRunView });
+      if (record) send(ws, { type: "run", id: followed.id, run: record.view });
     }
     ws.serializeAttachment(att);
   }

@@ -1,10 +1,11 @@
 /**
  * The shape of the house (issue 22), held: the SessionDO facade and the run engine stay short, no function in
  * src/runs or src/sessions runs over a screenful, neither file holds SQL (statements live in store modules), and
- * the README fits on a few screens. The same figures print with `npm run house` (scripts/house-check.mjs).
+ * the README fits on a few screens, and the HTTP layer sits on the domains, never under them. The same figures print
+ * with `npm run house` (scripts/house-check.mjs).
  */
 import { describe, expect, it } from "vitest";
-import { ENGINE, FACADE, LIMITS, measure } from "../../scripts/house-check.mjs";
+import { ENGINE, FACADE, HTTP_ENTRY, httpImportsIn, LIMITS, measure } from "../../scripts/house-check.mjs";
 
 const m = measure();
 
@@ -46,6 +47,32 @@ describe("ISSUE22 doors", () => {
         .map(() => relative(root, f)),
     );
     expect(uses).toEqual(["src/http/admin/index.ts"]);
+  });
+});
+
+describe("ISSUE23 the HTTP layer sits on the domains", () => {
+  it(`ISSUE23 nothing outside src/http imports from src/http but the Worker's entry, ${HTTP_ENTRY}`, () => {
+    expect(m.httpImports).toEqual([]);
+  });
+
+  it("ISSUE23 the rule sees a static import, a re-export and a dynamic import of src/http, and nothing else", () => {
+    const text = [
+      'import { invalidRequestFromZod } from "../http/router";',
+      'import type { AppEnv } from "../http/router";',
+      'export { SocketServerFrame } from "../http/v1/socket-frames";',
+      'const app = await import("../http/app");',
+      'import { GatewayError } from "../errors";',
+      'import { z } from "@hono/zod-openapi";',
+      'import { x } from "./http/local";',
+    ].join("\n");
+    expect(httpImportsIn("src/openai/example.ts", text)).toEqual([
+      { file: "src/openai/example.ts", line: 1, from: "../http/router" },
+      { file: "src/openai/example.ts", line: 2, from: "../http/router" },
+      { file: "src/openai/example.ts", line: 3, from: "../http/v1/socket-frames" },
+      { file: "src/openai/example.ts", line: 4, from: "../http/app" },
+    ]);
+    expect(httpImportsIn("src/http/v1/example.ts", text)).toEqual([]);
+    expect(httpImportsIn(HTTP_ENTRY, 'import { createApp } from "./http/app";')).toEqual([]);
   });
 });
 

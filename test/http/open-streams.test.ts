@@ -9,7 +9,7 @@
  */
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { STREAM_LEASE_TTL_MS } from "../../src/http/middleware/open-streams";
+import { STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { type App, appFor, readResponse, registerTestTools, until } from "../support/runs";
 

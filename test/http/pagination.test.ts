@@ -1,5 +1,5 @@
 /**
- * Lists (issue 11 item 1; docs/api.md "Lists"; src/http/middleware/pagination.ts): every admin list pages the same way —
+ * Lists (issue 11 item 1; docs/api.md "Lists"; src/http/admin/paging.ts): every admin list pages the same way —
  * `?limit=` (1–200, default 50; jobs up to 500), `?cursor=` from the previous page's `next_cursor`, `null` on the
  * last page — over a stable, unique sort key, and keeps its filters. Against the real local D1, SessionDOs and R2,
  * through the app. Rows are seeded with the index writers the gateway uses (or, for the tables whose writers stamp
@@ -8,8 +8,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../../src/config/parse";
+import { encodeCursor, INVALID_CURSOR } from "../../src/http/admin/paging";
 import { createApp } from "../../src/http/app";
-import { encodeCursor, INVALID_CURSOR } from "../../src/http/middleware/pagination";
 import { createLogger } from "../../src/observability/logger";
 import { indexApproval } from "../../src/runs/approvals";
 import { indexRun } from "../../src/runs/index-d1";
@@ -486,6 +486,34 @@ describe("Lists: GET /api/admin/jobs/{job_id}/firings (newest first: scheduled_f
     });
     await expectCursorsRefused(`/api/admin/jobs/${a}/firings`, encodeCursor(`firings:${b}`, [at(2)]));
     await expectLimitBounds(`/api/admin/jobs/${a}/firings`, 200);
+  });
+});
+
+describe("ISSUE23 one paging module (src/http/admin/paging.ts) serves every list", () => {
+  it('ISSUE23 every GET with a `cursor` query parameter in the OpenAPI document refuses each kind of bad cursor with 400 invalid.request "cursor is not valid for this list"', async () => {
+    const chats = chatApp();
+    const sessionId = (await chat(chats, `pg-any-${suffix()}`, "x")).session_id;
+    const doc = (await get("/openapi.json", chats)).body;
+    const lists = Object.entries(doc.paths)
+      .filter(([, ops]: [string, any]) => ops.get?.parameters?.some((p: any) => p.in === "query" && p.name === "cursor"))
+      .map(([path]) => path)
+      .sort();
+    expect(lists).toEqual([
+      "/api/admin/approvals",
+      "/api/admin/chat/generations",
+      "/api/admin/chat/sessions",
+      "/api/admin/chat/sessions/{session_id}/messages",
+      "/api/admin/chat/sessions/{session_id}/snapshots",
+      "/api/admin/config/versions",
+      "/api/admin/env-requests",
+      "/api/admin/jobs",
+      "/api/admin/jobs/{job_id}/firings",
+      "/api/admin/runs",
+    ]);
+    const foreign = encodeCursor("another-list", [at(1), "x"]);
+    for (const path of lists) {
+      await expectCursorsRefused(path.replace("{session_id}", sessionId).replace("{job_id}", "pg-any-job"), foreign, chats);
+    }
   });
 });
 

@@ -264,10 +264,11 @@ describe("ISSUE23 two commits per plain turn", () => {
       "INSERT INTO runs (id, session_id, source",
       "INSERT INTO run_events (run_id, seq, eve",
       "INSERT INTO audit_outbox (day, event) VA",
-      "setAlarm",
+      // D-061: the run starts in the transaction that stores it, before the watchdog is armed.
       "UPDATE runs SET status = 'running', star",
       "INSERT INTO run_events (run_id, seq, eve",
       "INSERT INTO audit_outbox (day, event) VA",
+      "setAlarm",
       "INSERT INTO prompt_manifests (turn_id, s",
       "INSERT INTO run_events (run_id, seq, eve",
       "INSERT INTO audit_outbox (day, event) VA",

@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { encodeCursor } from "../../src/http/middleware/pagination";
+import { encodeCursor } from "../../src/http/admin/paging";
 import { runConfig, uniqueHost } from "../support/config";
 import { ADMIN, ALICE, type App, appFor, call, until } from "../support/runs";
 import { auditBacklog } from "../support/session";

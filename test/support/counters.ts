@@ -365,3 +365,40 @@ export async function quiescent(value: () => string, quietMs: number, maxMs = 60
     } else if (Date.now() - since >= quietMs) return;
   }
 }
+
+/** Calls into a Durable Object class, by method name, while counting (issue 23 "one RPC per streamed turn"). */
+export interface CallCounter {
+  readonly calls: Record<string, number>;
+  stop(): void;
+}
+
+/** Methods the runtime calls, not the Worker: the constructor, alarms, WebSocket handlers. */
+const NOT_RPC = /^(constructor|alarm|webSocket\w*)$/;
+
+/**
+ * Counts calls of every method of `cls.prototype` (a Durable Object class): in the test isolate an RPC from the
+ * Worker to one of its objects is a call of the method on that prototype, so this counts Worker→object RPCs.
+ */
+export function countCalls(cls: { prototype: object }): CallCounter {
+  const calls: Record<string, number> = {};
+  const undo: Restore[] = [];
+  for (const m of Object.getOwnPropertyNames(cls.prototype))
+    if (!NOT_RPC.test(m) && typeof Object.getOwnPropertyDescriptor(cls.prototype, m)?.value === "function")
+      undo.push(
+        wrap(
+          cls.prototype,
+          m,
+          (o) =>
+            function (this: unknown, ...a: any[]) {
+              calls[m] = (calls[m] ?? 0) + 1;
+              return o.apply(this, a);
+            },
+        ),
+      );
+  return {
+    calls,
+    stop() {
+      for (const u of undo.reverse()) u();
+    },
+  };
+}

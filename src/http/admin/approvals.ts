@@ -1,6 +1,6 @@
 /**
  * Human approvals and capabilities for admins (S1 §3.3, S4 §1.1, DESIGN "Approvals", "Capabilities"):
- *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/middleware/pagination.ts)
+ *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/admin/paging.ts)
  *   GET  /api/admin/approvals/{approval_id}           one approval with its redacted arguments
  *   POST /api/admin/approvals/{approval_id}           {decision: "approve"|"deny", reason?} → 200; 409 decided, 410 expired
  *   GET  /api/admin/sessions/{session_id}/capabilities   granted and pending (requested by the model) capabilities
@@ -16,8 +16,8 @@ import { findSessionKey } from "../../sessions/index-d1";
 import { SESSION_ID } from "../../sessions/keys";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { requireJsonBody } from "../middleware/json-body";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
 const Approval = z
   .object({
@@ -83,7 +83,7 @@ const listRoute = createRoute({
       description: "Approvals, newest first",
       content: json(z.object({ approvals: z.array(ApprovalSummary), next_cursor: NextCursor })),
     },
-    400: { description: "Invalid query or cursor", content: json(ErrorEnvelope) },
+    400: invalidListQuery,
     401: unauthorized,
   },
 });
@@ -196,9 +196,9 @@ export function adminApprovalRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    const after = approvalPages.after(q.cursor);
-    const rows = await listApprovals(c.env.DB, { status: q.status, agentId: q.agent_id, after, limit: q.limit + 1 });
-    const { items, next_cursor } = approvalPages.page(rows, q.limit);
+    const { items, next_cursor } = await approvalPages.serve(q, (after, limit) =>
+      listApprovals(c.env.DB, { status: q.status, agentId: q.agent_id, after, limit }),
+    );
     return c.json({ approvals: items, next_cursor }, 200);
   });
 

@@ -35,8 +35,8 @@ import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NA
 import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../../security/stored-secrets";
 import { forgetAdminGenerations } from "../../storage/admin-generation";
 import { MAX_JSON_DEPTH, requireJsonBody, withinJsonDepth } from "../middleware/json-body";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { keyset, NextCursor, pageQuery } from "./paging";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
@@ -300,9 +300,9 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(listVersionsRoute, async (c) => {
     const q = c.req.valid("query");
     const inForce = await configInForce(c.env.DB);
-    const after = versionPages.after(q.cursor);
-    const rows = await listConfigVersions(c.env.DB, { limit: q.limit + 1, before: after?.[0] });
-    const { items, next_cursor } = versionPages.page(rows, q.limit);
+    const { items, next_cursor } = await versionPages.serve(q, (after, limit) =>
+      listConfigVersions(c.env.DB, { limit, before: after?.[0] }),
+    );
     return c.json(
       {
         in_force: {

@@ -13,8 +13,8 @@ import { GatewayError } from "../../errors";
 import { type EnvRequestRecord, fulfilEnvRequest, getEnvRequest, listEnvRequests } from "../../sandbox/env-requests";
 import { MAX_SECRET_VALUE_CHARS, secretsKey } from "../../security/secrets-store";
 import { requireJsonBody } from "../middleware/json-body";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
@@ -78,7 +78,7 @@ const listRoute = createRoute({
   },
   responses: {
     200: { description: "Requests", content: json(z.object({ env_requests: z.array(EnvRequest), next_cursor: NextCursor })) },
-    400: { description: "Invalid query or cursor", content: json(ErrorEnvelope) },
+    400: invalidListQuery,
     401: unauthorized,
     403: forbidden,
   },
@@ -126,15 +126,9 @@ export function adminEnvRequestRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    const after = pages.after(q.cursor);
-    const rows = await listEnvRequests(c.env.DB, {
-      agentId: q.agent_id,
-      sessionId: q.session_id,
-      status: q.status,
-      after,
-      limit: q.limit + 1,
-    });
-    const { items, next_cursor } = pages.page(rows, q.limit);
+    const { items, next_cursor } = await pages.serve(q, (after, limit) =>
+      listEnvRequests(c.env.DB, { agentId: q.agent_id, sessionId: q.session_id, status: q.status, after, limit }),
+    );
     return c.json({ env_requests: items, next_cursor }, 200);
   });
 

@@ -11,7 +11,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { webhookKey } from "../../channels/standard-webhooks";
-import { GatewayError } from "../../errors";
+import { GatewayError, invalidRequestFromZod } from "../../errors";
 import {
   createJob,
   deleteJob,
@@ -26,9 +26,9 @@ import {
   replaceJob,
 } from "../../scheduler/jobs";
 import { requireJsonBody } from "../middleware/json-body";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope, invalidRequestFromZod } from "../router";
+import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { RunCompletionSchema } from "../run-schemas";
+import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
 const Job = z
   .object({
@@ -119,7 +119,7 @@ const listRoute = createRoute({
   },
   responses: {
     200: { description: "Jobs in job_id order", content: json(z.object({ jobs: z.array(Job), next_cursor: NextCursor })) },
-    400: { description: "Invalid query or cursor", content: json(ErrorEnvelope) },
+    400: invalidListQuery,
     401: unauthorized,
   },
 });
@@ -229,9 +229,9 @@ export function adminJobRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    const after = jobPages.after(q.cursor);
-    const rows = await listJobs(c.env.DB, { agentId: q.agent_id, after: after?.[0], limit: q.limit + 1 });
-    const { items, next_cursor } = jobPages.page(rows, q.limit);
+    const { items, next_cursor } = await jobPages.serve(q, (after, limit) =>
+      listJobs(c.env.DB, { agentId: q.agent_id, after: after?.[0], limit }),
+    );
     return c.json({ jobs: items, next_cursor }, 200);
   });
 
@@ -271,10 +271,9 @@ export function adminJobRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(firingsRoute, async (c) => {
     const { job_id } = c.req.valid("param");
     const q = c.req.valid("query");
-    const pages = firingPages(job_id);
-    const after = pages.after(q.cursor);
-    const rows = await listFirings(c.env.DB, job_id, { before: after?.[0], limit: q.limit + 1 });
-    const { items, next_cursor } = pages.page(rows, q.limit);
+    const { items, next_cursor } = await firingPages(job_id).serve(q, (after, limit) =>
+      listFirings(c.env.DB, job_id, { before: after?.[0], limit }),
+    );
     return c.json({ firings: items, next_cursor }, 200);
   });
 

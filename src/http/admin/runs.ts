@@ -1,16 +1,16 @@
 /**
  * The run index and a run in full, for the admin (mounted under /api/admin):
- *   GET /api/admin/runs               the D1 run index, newest first, paged (src/http/middleware/pagination.ts)
+ *   GET /api/admin/runs               the D1 run index, newest first, paged (src/http/admin/paging.ts)
  *   GET /api/admin/runs/{run_id}      the run with its events, trace, prompt manifests and tool-call envelopes
  * Admins reach every run; API callers see theirs at /v1/runs/{run_id} (src/http/v1/runs.ts).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { listRuns, type RunIndexRow } from "../../runs/index-d1";
 import type { SessionDO } from "../../sessions/SessionDO";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { type AppEnv, createRouter } from "../router";
 import { runNotFound, runStub } from "../run-by-id";
 import { runErrors as errors, RunEventSchema, RunIdParam, RunSchema } from "../run-schemas";
+import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
 /** RPC results whose payloads are JSON objects lose their types over the stub; this names it again. */
 type RunDetail = Awaited<ReturnType<SessionDO["runDetail"]>>;
@@ -53,7 +53,7 @@ const adminListRoute = createRoute({
       description: "Runs, newest first",
       content: { "application/json": { schema: z.object({ runs: z.array(RunIndexEntry), next_cursor: NextCursor }) } },
     },
-    400: { description: "Invalid query or cursor", content: { "application/json": { schema: ErrorEnvelope } } },
+    400: invalidListQuery,
     401: errors[401],
   },
 });
@@ -90,9 +90,9 @@ export function adminRunRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(adminListRoute, async (c) => {
     const q = c.req.valid("query");
-    const after = runPages.after(q.cursor);
-    const rows = await listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, after, limit: q.limit + 1 });
-    const { items, next_cursor } = runPages.page(rows, q.limit);
+    const { items, next_cursor } = await runPages.serve(q, (after, limit) =>
+      listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, after, limit }),
+    );
     return c.json({ runs: items, next_cursor }, 200);
   });
 

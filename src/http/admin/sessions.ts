@@ -1,5 +1,5 @@
 /**
- * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/middleware/pagination.ts):
+ * Admin views of sessions (S3 §5 "Dashboard Admin APIs"), paged like every list (src/http/admin/paging.ts):
  * `GET /api/admin/chat/sessions` (filters: agent, user, room, channel), newest first,
  * `GET /api/admin/chat/generations`: every generation (session_id) of those sessions, current and archived, and
  * `GET /api/admin/chat/sessions/{session_id}/messages` (in transcript order, with tool metadata), and
@@ -17,8 +17,8 @@ import {
 } from "../../sessions/index-d1";
 import { SESSION_ID } from "../../sessions/keys";
 import { TranscriptRow } from "../../sessions/transcript";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
+import { invalidListQuery as invalid, keyset, NextCursor, pageQuery } from "./paging";
 
 const SessionSummary = z
   .object({
@@ -56,7 +56,6 @@ type Message = z.infer<typeof Message>;
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
-const invalid = { description: "Invalid query or cursor", content: json(ErrorEnvelope) };
 
 /** Sessions page newest first on (created_at, session_key), which never change for a session. */
 const sessionPages = keyset<SessionRow, [string, string]>("sessions", ["string", "string"], (s) => [s.created_at, s.session_key]);
@@ -163,53 +162,49 @@ export function adminSessionRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid("query");
-    const after = sessionPages.after(q.cursor);
-    const rows = await listSessions(c.env.DB, {
-      agentId: q.agent_id,
-      userId: q.user_id,
-      roomId: q.room_id,
-      channel: q.channel,
-      after,
-      limit: q.limit + 1,
-    });
-    const { items, next_cursor } = sessionPages.page(rows, q.limit);
+    const { items, next_cursor } = await sessionPages.serve(q, (after, limit) =>
+      listSessions(c.env.DB, { agentId: q.agent_id, userId: q.user_id, roomId: q.room_id, channel: q.channel, after, limit }),
+    );
     return c.json({ sessions: items, next_cursor }, 200);
   });
   app.openapi(generationsRoute, async (c) => {
     const q = c.req.valid("query");
-    const rows = await listGenerations(c.env.DB, {
-      agentId: q.agent_id,
-      userId: q.user_id,
-      roomId: q.room_id,
-      channel: q.channel,
-      sessionKey: q.session_key,
-      status: q.status,
-      after: generationPages.after(q.cursor),
-      limit: q.limit + 1,
-    });
-    const { items, next_cursor } = generationPages.page(rows, q.limit);
+    const { items, next_cursor } = await generationPages.serve(q, (after, limit) =>
+      listGenerations(c.env.DB, {
+        agentId: q.agent_id,
+        userId: q.user_id,
+        roomId: q.room_id,
+        channel: q.channel,
+        sessionKey: q.session_key,
+        status: q.status,
+        after,
+        limit,
+      }),
+    );
     return c.json({ generations: items, next_cursor }, 200);
   });
   app.openapi(messagesRoute, async (c) => {
     const { session_id } = c.req.valid("param");
     const q = c.req.valid("query");
-    const pages = messagePages(session_id);
-    const after = pages.after(q.cursor);
-    const owner = await findSessionKey(c.env.DB, session_id);
-    if (!owner) throw new GatewayError("resource.not_found", `no session ${session_id}`);
-    const rows = await c.env.SESSIONS.getByName(owner.sessionKey).messages(session_id, { afterSeq: after?.[0] ?? 0, limit: q.limit + 1 });
-    if (!rows) throw new GatewayError("resource.not_found", `no session ${session_id}`);
-    const messages = rows.map(({ seq, role, content, ts, run_id, tool_name, tool_call_id }) => ({
-      seq,
-      role,
-      content,
-      ts,
-      run_id,
-      tool_name,
-      tool_call_id,
-    }));
-    const { items, next_cursor } = pages.page(messages, q.limit);
-    return c.json({ session_id, session_key: owner.sessionKey, messages: items, next_cursor }, 200);
+    let sessionKey = "";
+    // A bad cursor is 400 before the session is looked up (an unknown one is 404).
+    const { items, next_cursor } = await messagePages(session_id).serve(q, async (after, limit) => {
+      const owner = await findSessionKey(c.env.DB, session_id);
+      if (!owner) throw new GatewayError("resource.not_found", `no session ${session_id}`);
+      sessionKey = owner.sessionKey;
+      const rows = await c.env.SESSIONS.getByName(sessionKey).messages(session_id, { afterSeq: after?.[0] ?? 0, limit });
+      if (!rows) throw new GatewayError("resource.not_found", `no session ${session_id}`);
+      return rows.map(({ seq, role, content, ts, run_id, tool_name, tool_call_id }) => ({
+        seq,
+        role,
+        content,
+        ts,
+        run_id,
+        tool_name,
+        tool_call_id,
+      }));
+    });
+    return c.json({ session_id, session_key: sessionKey, messages: items, next_cursor }, 200);
   });
   app.openapi(transcriptRoute, async (c) => {
     const { session_id } = c.req.valid("param");

@@ -8,9 +8,9 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { GatewayError } from "../../errors";
 import { SESSION_ID } from "../../sessions/keys";
 import { type SessionSnapshot, snapshotKey } from "../../tools/builtin/s5";
-import { keyset, NextCursor, pageQuery } from "../middleware/pagination";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { sessionById } from "../session-by-id";
+import { keyset, NextCursor, pageQuery } from "./paging";
 
 const SNAPSHOT_ID = /^snap_[0-9a-f]{24}$/;
 
@@ -163,11 +163,11 @@ export function adminSnapshotRoutes(): OpenAPIHono<AppEnv> {
     const { session_id } = c.req.valid("param");
     const q = c.req.valid("query");
     const { sessionKey, agentId } = await sessionById(c.env, session_id);
-    const pages = snapshotPages(sessionKey);
-    const after = pages.after(q.cursor);
-    const all = await listSnapshots(c.env.AUDIT, agentId, sessionKey);
-    const rest = after ? all.filter((s) => s.created_at < after[0] || (s.created_at === after[0] && s.snapshot_id < after[1])) : all;
-    const { items, next_cursor } = pages.page(rest.slice(0, q.limit + 1), q.limit);
+    const { items, next_cursor } = await snapshotPages(sessionKey).serve(q, async (after, limit) => {
+      const all = await listSnapshots(c.env.AUDIT, agentId, sessionKey);
+      const rest = after ? all.filter((s) => s.created_at < after[0] || (s.created_at === after[0] && s.snapshot_id < after[1])) : all;
+      return rest.slice(0, limit);
+    });
     return c.json({ session_key: sessionKey, snapshots: items, next_cursor }, 200);
   });
   app.openapi(getRoute, async (c) => {

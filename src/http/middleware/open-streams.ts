@@ -10,13 +10,10 @@
  */
 import type { Context } from "hono";
 import { GatewayError } from "../../errors";
+import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../../idempotency/stream-leases";
 import type { AppEnv } from "../router";
 import { idempotencyObjectName } from "./idempotency-key";
 
-/** A lease not renewed for this long belongs to a stream whose isolate died; it stops counting. */
-export const STREAM_LEASE_TTL_MS = 60_000;
-/** How often a running stream renews its lease (well inside the TTL, so one failed renewal costs nothing). */
-export const STREAM_LEASE_RENEW_MS = 20_000;
 /** The retry hint of a refused stream: a slot frees as soon as one of the caller's streams ends. */
 export const STREAM_RETRY_AFTER_SECONDS = 5;
 

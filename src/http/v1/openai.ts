@@ -20,7 +20,8 @@ import { ERROR_CODES, type ErrorCode, GatewayError } from "../../errors";
 import { ChatCompletionRequest, ChatMessage, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
 import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../../openai/wire";
 import { apiCallerKey } from "../../runs/caller";
-import { followRelease, type ReleasedSlice, streamTail } from "../../runs/stream-release";
+import { releaseReader } from "../../runs/release-stream";
+import { followRelease, streamTail } from "../../runs/stream-release";
 import { submitTurn } from "../../runs/submit";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { requireScope } from "../middleware/auth";
@@ -201,6 +202,10 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
     const { session, runId, done } = queued;
     c.header("X-Run-Id", runId);
     const ids = { runId, model: turn.model, created };
+    // Issue 23: the answer's text as the incremental output guard releases it (src/runs/stream-release.ts), all of
+    // it from ONE RPC answering a stream of frames (D-060), opened on the first read (none if the run has ended).
+    const open = () => session.releaseStream(runId, { quietMs: HEARTBEAT_MS, untilMs: deadline - Date.now() });
+    const released = releaseReader<Done>(open, done as Done | null);
     return streamSSE(
       c,
       async (stream) => {
@@ -211,9 +216,7 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
         });
         try {
           await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
-          // Issue 23: the answer's text as the incremental output guard releases it (src/runs/stream-release.ts).
-          const poll = (after: number, ms: number) => session.releasedText(runId, after, ms) as Promise<ReleasedSlice<Done>>;
-          const r = await followRelease(poll, done as Done | null, deadline, HEARTBEAT_MS, {
+          const r = await followRelease(() => released.next(), done as Done | null, deadline, HEARTBEAT_MS, {
             write: (text) => stream.writeSSE({ data: JSON.stringify(chunks.content(ids, text)) }),
             heartbeat: async () => {
               if (!closed) await stream.write(": still working\n\n");
@@ -234,6 +237,7 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
           if (turn.includeUsage) await stream.writeSSE({ data: JSON.stringify(chunks.usage(ids, usageOf(outcome.usage))) });
           await stream.writeSSE({ data: "[DONE]" });
         } finally {
+          await released.close(); // a stream left early (slot lost, client gone) is cancelled; the run goes on
           await lease.release();
         }
       },

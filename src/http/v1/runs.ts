@@ -14,6 +14,7 @@ import { streamSSE } from "hono/streaming";
 import { GatewayError } from "../../errors";
 import { apiCallerKey } from "../../runs/caller";
 import { eventForApiCaller } from "../../runs/events";
+import { type ReleaseReader, type ReleaseStreamOptions, releaseReader } from "../../runs/release-stream";
 import { type ReleasedSlice, streamTail } from "../../runs/stream-release";
 import { submitTurn } from "../../runs/submit";
 import { AGENT_ID } from "../../sessions/keys";
@@ -136,45 +137,77 @@ function preferWait(header: string | undefined): number | null {
 type EventsPage = Awaited<ReturnType<SessionDO["runEvents"]>>;
 
 /**
- * The `run.delta` side of an events stream (issue 23): polls the text the output guard released, writes it with
- * its offset (a reconnecting client drops what it has), and before `run.completed` the answer's held last words.
+ * The `run.delta` side of an events stream (issue 23): reads the text the output guard released from one
+ * `releaseStream` RPC (D-060), writes it with its offset (a reconnecting client drops what it has), and before
+ * `run.completed` the answer's held last words.
  */
 class DeltaWriter {
   #released = "";
-  #roundStart = 0;
   #blocked = false;
   #ended = false;
+  #last: ReleasedSlice<AwaitedRun> | null = null;
+  #frames: ReleaseReader<AwaitedRun>;
+  readonly #until: number;
+  readonly #quietMs: number;
   readonly stub: DurableObjectStub<SessionDO>;
   readonly runId: string;
   readonly write: (m: { event: string; data: string }) => Promise<void>;
 
-  constructor(stub: DurableObjectStub<SessionDO>, runId: string, write: (m: { event: string; data: string }) => Promise<void>) {
+  constructor(stub: DurableObjectStub<SessionDO>, runId: string, o: ReleaseStreamOptions, write: DeltaWriter["write"]) {
     this.stub = stub;
     this.runId = runId;
     this.write = write;
+    this.#until = Date.now() + o.untilMs;
+    this.#quietMs = o.quietMs;
+    this.#frames = this.#open();
   }
 
-  /** Waits up to `ms` for released text and writes it; true once the run has ended or paused (or the deltas ended). */
-  async poll(ms: number): Promise<boolean> {
+  /** Writes the next frame's text (at most `quietMs` away); true once the run has ended or paused (or the deltas ended). */
+  async poll(): Promise<boolean> {
     if (this.#ended) return true;
-    const slice = (await this.stub.releasedText(this.runId, this.#released.length, ms)) as ReleasedSlice<AwaitedRun>;
-    this.#roundStart = slice.roundStart;
-    await this.#send(slice.text);
+    // A stream that ended at an approval pause is opened again from where it stopped: the run may go on.
+    if (this.#last?.end && this.#last.run?.paused && !this.#last.blocked && Date.now() < this.#until) {
+      this.#frames = this.#open();
+      this.#last = null;
+    }
+    if (this.#last?.end) return true;
+    const slice = await this.#read();
     if (slice.blocked && !this.#blocked) {
       this.#blocked = true;
       this.#ended = true;
-      await this.#send(streamTail(this.#released, this.#roundStart, true, ""));
+      await this.#send(streamTail(this.#released, slice.roundStart, true, ""));
     }
-    return this.#ended || slice.run === null || slice.run.finished || slice.run.paused;
+    return this.#ended || slice.end === true;
   }
 
-  /** Before `run.completed`: the rest of the answer (or the refusal), from the final output. */
+  /** Before `run.completed`: the rest of the stream, then the rest of the answer (or the refusal), from the final output. */
   async finish(): Promise<void> {
     if (this.#ended) return;
-    const slice = (await this.stub.releasedText(this.runId, this.#released.length, 0)) as ReleasedSlice<AwaitedRun>;
-    await this.#send(slice.text);
+    let last = this.#last?.end ? this.#last : await this.#read();
+    while (!last.end) last = await this.#read(); // the run has ended: its last frame follows at once
+    // A stream that ended before the run did (follow=false, its time up) leaves one more read, as before D-060.
+    if (!last.run?.finished) last = (await this.stub.releasedText(this.runId, this.#released.length, 0)) as ReleasedSlice<AwaitedRun>;
+    if (!last.end) await this.#send(last.text);
     this.#ended = true;
-    await this.#send(streamTail(this.#released, slice.roundStart, slice.blocked, slice.run?.view.output ?? ""));
+    await this.#send(streamTail(this.#released, last.roundStart, last.blocked, last.run?.view.output ?? ""));
+  }
+
+  /** Cancels the release stream if it is still open (the client went away, the events stream ended). */
+  close(): Promise<void> {
+    return this.#frames.close();
+  }
+
+  /** A release stream from what this writer has sent on (opened by the reader's first read). */
+  #open(): ReleaseReader<AwaitedRun> {
+    const o = { quietMs: this.#quietMs, untilMs: Math.max(0, this.#until - Date.now()), after: this.#released.length };
+    return releaseReader<AwaitedRun>(() => this.stub.releaseStream(this.runId, o), null);
+  }
+
+  async #read(): Promise<ReleasedSlice<AwaitedRun>> {
+    const slice = await this.#frames.next();
+    this.#last = slice;
+    await this.#send(slice.text);
+    return slice;
   }
 
   async #send(text: string): Promise<void> {
@@ -274,11 +307,13 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
         closed = true;
         releaseInBackground(c, lease);
       });
-      const text = q.deltas === "true" ? new DeltaWriter(stub, run_id, (d) => stream.writeSSE(d)) : null;
+      // With deltas, released text comes from one RPC's stream (D-060): a frame at least every EVENT_WAIT_MS.
+      const frames = { quietMs: EVENT_WAIT_MS, untilMs: follow ? EVENT_STREAM_MAX_MS : 0 };
+      const text = q.deltas === "true" ? new DeltaWriter(stub, run_id, frames, (d) => stream.writeSSE(d)) : null;
       try {
         while (!closed && (await lease.renew())) {
           // With deltas, the wait is on released text (which also wakes at every event); then the events, at once.
-          const settled = text ? await text.poll(follow ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0) : true;
+          const settled = text ? await text.poll() : true;
           // Long poll: the object answers at once when events are there, else when the next one is written.
           const wait = follow && settled ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
           const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
@@ -294,6 +329,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
           if (page.finished) continue; // drain what the terminal step wrote, then stop
         }
       } finally {
+        await text?.close();
         await lease.release();
       }
     }) as never;

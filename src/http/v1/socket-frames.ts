@@ -1,34 +1,12 @@
 /**
- * The frames of the WebSocket conversation route (`GET /v1/chat/socket`, docs/api.md "WebSocket conversations",
- * docs/decisions.md D-053): JSON text frames, one object each. The schemas are the wire contract — the session's
- * Durable Object parses client frames with them, and the OpenAPI document lists them as components.
- *
- * Client → server: `message` (a turn, named by the client's own id, which makes it idempotent).
- * Server → client: `accepted` (the run the message queued), `event` (one run event, the object the SSE stream
- * carries as `data`), `run` (after the terminal event: the run as `GET /v1/runs/{run_id}` answers it, with the
- * reply), `response` (`/new`, `/resume`), `error` (the S3 error envelope, with the frame's id).
+ * The OpenAPI schema of the frames the WebSocket conversation route's server sends (`GET /v1/chat/socket`,
+ * docs/api.md "WebSocket conversations", docs/decisions.md D-053). The frame format itself — the client frame's
+ * schema, the server frames' type, parsing and the error frame — belongs to the session's Durable Object that
+ * speaks it (src/sessions/socket-frames.ts); this is its documentation, held to that type by the type checker.
  */
 import { z } from "@hono/zod-openapi";
-import type { ZodError } from "zod";
-import { GatewayError } from "../../errors";
-import { invalidRequestFromZod } from "../router";
+import type { SocketServerFrame as SentFrame } from "../../sessions/socket-frames";
 import { RunSchema } from "../run-schemas";
-
-/** The subprotocol of this frame format; a browser passes its token in a second one (`bearer.<base64url>`). */
-export const SOCKET_PROTOCOL = "sophie.v1";
-
-/** A client message id: names the message, so a resent id re-attaches to the run it queued instead of queueing another. */
-const MESSAGE_ID = /^[A-Za-z0-9._:@=+-]{1,64}$/;
-
-/** A turn: the user's text, under the client's id for it. */
-export const SocketMessageFrame = z
-  .strictObject({
-    type: z.literal("message"),
-    id: z.string().regex(MESSAGE_ID, "1-64 characters of letters, digits and . _ : @ = + -"),
-    text: z.string().min(1).max(100_000),
-  })
-  .openapi("SocketMessageFrame");
-export type SocketMessageFrame = z.infer<typeof SocketMessageFrame>;
 
 const ErrorBody = z.object({ code: z.string(), message: z.string(), retry_after_seconds: z.number().int().optional() });
 
@@ -62,41 +40,18 @@ export const SocketServerFrame = z
     z.object({ type: z.literal("error"), id: z.string().optional(), error: ErrorBody }),
   ])
   .openapi("SocketServerFrame");
-export type SocketServerFrame = z.infer<typeof SocketServerFrame>;
-/** The run as the `run` frame carries it (GET /v1/runs/{run_id}'s shape). */
-export type SocketRunView = z.infer<typeof RunSchema>;
 
-/** A client frame as received: its `message`, or `invalid.request` naming what is wrong (with the id when it was readable). */
-export function parseClientFrame(
-  data: string | ArrayBuffer,
-): { ok: true; frame: SocketMessageFrame } | { ok: false; id?: string; error: GatewayError } {
-  if (typeof data !== "string") return { ok: false, error: new GatewayError("invalid.request", "frames are JSON text, not binary") };
-  let json: unknown;
-  try {
-    json = JSON.parse(data);
-  } catch {
-    return { ok: false, error: new GatewayError("invalid.request", "a frame must be one JSON object") };
-  }
-  const id = readableId(json);
-  const parsed = SocketMessageFrame.safeParse(json);
-  if (parsed.success) return { ok: true, frame: parsed.data };
-  const error = invalidRequestFromZod(parsed.error as unknown as ZodError, "frame", json);
-  return id === undefined ? { ok: false, error } : { ok: false, id, error };
-}
-
-/** The error frame of `error`, answering the frame `id` when known. */
-export function errorFrame(error: GatewayError, id?: string): SocketServerFrame {
-  const { error: body } = error.toEnvelope();
-  const wire = {
-    code: body.code,
-    message: body.message,
-    ...(body.retry_after_seconds !== undefined ? { retry_after_seconds: body.retry_after_seconds } : {}),
-  };
-  return id === undefined ? { type: "error", error: wire } : { type: "error", id, error: wire };
-}
-
-function readableId(json: unknown): string | undefined {
-  if (json === null || typeof json !== "object" || !("id" in json)) return undefined;
-  const id = (json as { id: unknown }).id;
-  return typeof id === "string" && MESSAGE_ID.test(id) ? id : undefined;
-}
+// The frames documented here are the frames the object sends, field for field (but the run's `status`: an enum here,
+// a plain string in the run's view).
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Documented = z.infer<typeof SocketServerFrame>;
+type DocumentedRun = Extract<Documented, { type: "run" }>;
+type SentRun = Extract<SentFrame, { type: "run" }>;
+type Holds<T extends readonly true[]> = T;
+export type SocketFramesDocumented = Holds<
+  [
+    Same<Exclude<Documented, { type: "run" }>, Exclude<SentFrame, { type: "run" }>>,
+    Same<Omit<DocumentedRun, "run">, Omit<SentRun, "run">>,
+    Same<Omit<DocumentedRun["run"], "status">, Omit<SentRun["run"], "status">>,
+  ]
+>;

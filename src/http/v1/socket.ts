@@ -14,13 +14,14 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { GatewayError } from "../../errors";
 import { AGENT_ID, httpChatSessionKey, KEY_PART, sessionObjectName } from "../../sessions/keys";
+import { SOCKET_PROTOCOL, SocketMessageFrame } from "../../sessions/socket-frames";
 import { SOCKET_GRANT_HEADER, type SocketGrant } from "../../sessions/websocket";
 import { requireScope } from "../middleware/auth";
 import { idempotencyObjectName } from "../middleware/idempotency-key";
 import { openStreamLease } from "../middleware/open-streams";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { providerReady } from "../turns";
-import { SOCKET_PROTOCOL, SocketMessageFrame, SocketServerFrame } from "./socket-frames";
+import { SocketServerFrame } from "./socket-frames";
 
 /** The subprotocol prefix that carries a browser's token, base64url-encoded (a subprotocol cannot hold `/` or `=`). */
 export const BEARER_SUBPROTOCOL_PREFIX = "bearer.";

@@ -16,10 +16,12 @@
  * S1 §3.1 forbids a property named `format` in a model-facing schema, so `save_env_files` takes
  * `file_format`; `s5WireArgs` maps S5's callback args (`format`) onto it.
  */
+
 import { z } from "zod";
 import { sha256Hex } from "../../prompts/hash";
 import { runArtifactPath } from "../../runs/view";
 import { AGENT_ID } from "../../sessions/keys";
+import { noteServiceCommandsSaved } from "../../storage/setup-records";
 import { type PathRefusal, resolveWorkspacePath } from "../paths";
 import { defineTool, type SessionToolHost, type ToolContext, type ToolDefinition, type ToolOutcome } from "../registry";
 import { ABORTED, timedOut, untilAborted } from "./common";
@@ -445,6 +447,7 @@ async function saveSetupRecord(ctx: ToolContext, session: SessionToolHost, kind:
       .run(),
     ctx,
   );
+  if (kind === "service_commands") noteServiceCommandsSaved(ctx.agentId);
 }
 
 export const saveServiceCommands: ToolDefinition = defineTool({

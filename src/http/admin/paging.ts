@@ -9,10 +9,12 @@
  * base64url of JSON `[list, ...sort key of the last row served]`. The next page is "the rows after that key",
  * so rows added or removed between two requests never make a page repeat or skip a row that was there
  * (never OFFSET). A cursor that does not decode, is not canonical, or names another list (another route, or
- * another session's or job's rows) is `400 invalid.request` "cursor is not valid for this list".
+ * another session's or job's rows) is `400 invalid.request` "cursor is not valid for this list". A list's route
+ * reads its page with `serve`, which asks the list's query for one row more than the page to know whether another follows.
  */
 import { z } from "@hono/zod-openapi";
 import { GatewayError } from "../../errors";
+import { ErrorEnvelopeSchema } from "../router";
 
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 200;
@@ -36,6 +38,12 @@ export function pageQuery(maxLimit = MAX_PAGE_LIMIT) {
     cursor: z.string().optional().openapi({ description: "The `next_cursor` of the previous page (opaque); omit it for the first page" }),
   };
 }
+
+/** The 400 a list documents: a query field out of range, or a cursor that is not this list's. */
+export const invalidListQuery = {
+  description: "Invalid query or cursor",
+  content: { "application/json": { schema: ErrorEnvelopeSchema } },
+};
 
 /** The `next_cursor` field of a list's response. */
 export const NextCursor = z
@@ -65,40 +73,57 @@ export function encodeCursor(list: string, key: readonly KeyPart[]): string {
 
 const invalidCursor = () => new GatewayError("invalid.request", INVALID_CURSOR);
 
+/** The query fields `serve` reads: `pageQuery()`'s, validated. */
+export interface PageQuery {
+  cursor?: string | undefined;
+  limit: number;
+}
+
+/** A page of rows to serve and the cursor of the next one (`null` on the last page). */
+export interface Page<Row> {
+  items: Row[];
+  next_cursor: string | null;
+}
+
 /** Keyset paging of one list: its name in cursors, the shape of its sort key, and a row's key. */
 export interface Keyset<Row, K extends readonly KeyPart[]> {
-  /** The sort key after which the page starts (undefined: the first page); 400 for a cursor not of this list. */
-  after(cursor: string | undefined): K | undefined;
-  /** A page from up to `limit + 1` rows fetched in list order after the cursor: the rows to serve and the next cursor. */
-  page(rows: readonly Row[], limit: number): { items: Row[]; next_cursor: string | null };
+  /**
+   * The page `query` asks for. `fetch` reads up to `limit` rows in list order after `after` (undefined: from the
+   * start) — it is asked for one row more than the page holds, which tells whether another page follows. A cursor
+   * not of this list is 400 before `fetch` runs.
+   */
+  serve(query: PageQuery, fetch: (after: K | undefined, limit: number) => Promise<readonly Row[]>): Promise<Page<Row>>;
 }
 
 /** The keyset paging of list `list` (e.g. "runs", or "messages:<session_id>" for one session's messages). */
 export function keyset<Row, K extends readonly KeyPart[]>(list: string, shape: KeyShape<K>, keyOf: (row: Row) => K): Keyset<Row, K> {
+  const after = (cursor: string | undefined): K | undefined => (cursor === undefined ? undefined : decodeCursor(list, shape, cursor));
   return {
-    after(cursor) {
-      if (cursor === undefined) return undefined;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(fromBase64url(cursor));
-      } catch {
-        throw invalidCursor();
-      }
-      if (!Array.isArray(parsed) || parsed.length !== shape.length + 1 || parsed[0] !== list) throw invalidCursor();
-      const key = parsed.slice(1);
-      const types: readonly string[] = shape;
-      for (const [i, part] of key.entries()) {
-        const ok = types[i] === "number" ? Number.isSafeInteger(part) : typeof part === "string";
-        if (!ok) throw invalidCursor();
-      }
-      // Only the encoding this module produces: one position has one cursor.
-      if (encodeCursor(list, key) !== cursor) throw invalidCursor();
-      return key as unknown as K;
-    },
-    page(rows, limit) {
-      const items = rows.slice(0, limit);
+    async serve(query, fetch) {
+      const rows = await fetch(after(query.cursor), query.limit + 1);
+      const items = rows.slice(0, query.limit);
       const last = items.at(-1);
-      return { items, next_cursor: rows.length > limit && last !== undefined ? encodeCursor(list, keyOf(last)) : null };
+      return { items, next_cursor: rows.length > query.limit && last !== undefined ? encodeCursor(list, keyOf(last)) : null };
     },
   };
+}
+
+/** The sort key a cursor of list `list` resumes after; 400 for one that does not decode, is not canonical or is another list's. */
+function decodeCursor<K extends readonly KeyPart[]>(list: string, shape: KeyShape<K>, cursor: string): K {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fromBase64url(cursor));
+  } catch {
+    throw invalidCursor();
+  }
+  if (!Array.isArray(parsed) || parsed.length !== shape.length + 1 || parsed[0] !== list) throw invalidCursor();
+  const key = parsed.slice(1);
+  const types: readonly string[] = shape;
+  for (const [i, part] of key.entries()) {
+    const ok = types[i] === "number" ? Number.isSafeInteger(part) : typeof part === "string";
+    if (!ok) throw invalidCursor();
+  }
+  // Only the encoding this module produces: one position has one cursor.
+  if (encodeCursor(list, key) !== cursor) throw invalidCursor();
+  return key as unknown as K;
 }

@@ -1,0 +1,140 @@
+/**
+ * Issue 23, what a plain turn does before its reply, counted exactly (test/support/counters.ts): the run starts in
+ * the transaction that stores its message (T1 is the store-and-start commit plus the `model.requested` commit),
+ * the model's usage, the reply and the terminal state are one commit (T3), and a session that never asked for
+ * an environment variable makes no D1 read for one; the agent's "configured" answer is kept per isolate.
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { runObjectId } from "../../src/runs/ids";
+import { SessionDO } from "../../src/sessions/SessionDO";
+import { hasServiceCommands, noteServiceCommandsSaved, SETUP_CACHE_MS } from "../../src/storage/setup-records";
+import { runConfig, uniqueHost } from "../support/config";
+import { type Counter, startCounting } from "../support/counters";
+import { type App, appFor, call, runDetail } from "../support/runs";
+
+let counter: Counter | null = null;
+let undoPrepare: (() => void) | null = null;
+afterEach(() => {
+  counter?.stop();
+  counter = null;
+  undoPrepare?.();
+  undoPrepare = null;
+});
+
+/** Every D1 statement text prepared in this isolate from now on (the Worker and every SessionDO share it). */
+function recordD1(): string[] {
+  const seen: string[] = [];
+  const proto = Object.getPrototypeOf(env.DB) as { prepare: (q: string) => unknown };
+  const original = proto.prepare;
+  proto.prepare = function (this: unknown, q: string) {
+    seen.push(q.replace(/\s+/g, " ").trim());
+    return original.call(this, q);
+  };
+  undoPrepare = () => {
+    proto.prepare = original;
+  };
+  return seen;
+}
+
+async function countFromHere(): Promise<Counter> {
+  const storage = await runInDurableObject(env.SESSIONS.getByName(`commits-probe-${crypto.randomUUID()}`), (_i, s) => s.storage);
+  counter = startCounting(storage, [SessionDO]);
+  return counter;
+}
+
+function conversation(app: App, agentId: string, user: string) {
+  return async () => {
+    const res = await call(app, "POST", "/v1/chat/completions", {
+      model: `agent:${agentId}`,
+      user,
+      messages: [{ role: "user", content: "hello" }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.choices[0].message.content).toBe("pong");
+    return res.headers.get("X-Run-Id") as string;
+  };
+}
+
+describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
+  it("ISSUE23 T1 and T3: a conversation's next plain turn makes exactly 3 commits before its reply (store+start, model.requested, usage+reply+end)", async () => {
+    const agentId = `commits-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    const turn = conversation(app, agentId, "commits-1");
+    await turn(); // the session exists, its watchdog alarm is set and its shipping window open
+    const c = await countFromHere();
+    const runId = await turn();
+    const before = { ...c.counts };
+    c.stop();
+    expect(before.commits).toBe(3);
+    expect(before.sqlWrites).toBeGreaterThan(0);
+    // The run's lifecycle is whole and in order, with nothing written twice.
+    const detail = await runDetail(app, runId);
+    expect(detail.events.map((e: { event_type: string; seq: number }) => [e.seq, e.event_type])).toEqual([
+      [1, "run.created"],
+      [2, "run.started"],
+      [3, "model.requested"],
+      [4, "run.completed"],
+    ]);
+  });
+
+  it("ISSUE23 after the timer's shipping pass, with nothing left to do, the object's alarm is cleared: no watchdog fires for an idle conversation", async () => {
+    const agentId = `settle-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    const turn = conversation(app, agentId, "settle-1");
+    await turn();
+    const c = await countFromHere();
+    const runId = await turn();
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
+    let alarm: number | null = 0;
+    for (let i = 0; i < 50 && alarm !== null; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      alarm = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    }
+    const counts = { ...c.counts };
+    c.stop();
+    expect(alarm).toBeNull();
+    expect(counts.alarmFires).toBe(0);
+    // Shipped all the same: the run's final index row is in D1.
+    const row = await env.DB.prepare("SELECT status FROM runs WHERE run_id = ?1").bind(runId).first<{ status: string }>();
+    expect(row).toEqual({ status: "completed" });
+  });
+
+  it("ISSUE23 a session that never asked for an environment variable reads neither env_requests nor, within SETUP_CACHE_MS, setup_records from D1", async () => {
+    const agentId = `d1reads-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    const turn = conversation(app, agentId, "d1reads-1");
+    await turn();
+    const seen = recordD1();
+    await turn();
+    await turn();
+    expect(seen.filter((q) => q.includes("env_requests"))).toEqual([]);
+    expect(seen.filter((q) => q.startsWith("SELECT") && q.includes("setup_records"))).toEqual([]);
+  });
+
+  it("ISSUE23 the configured answer: 'configured' is kept for good, 'not configured' for SETUP_CACHE_MS, and a save through this isolate is seen at once", async () => {
+    const agentId = `setup-cache-${crypto.randomUUID().slice(0, 8)}`;
+    const seen = recordD1();
+    const t0 = 1_000_000;
+    expect(await hasServiceCommands(env.DB, agentId, t0)).toBe(false);
+    expect(await hasServiceCommands(env.DB, agentId, t0 + SETUP_CACHE_MS - 1)).toBe(false);
+    expect(seen).toEqual(["SELECT 1 AS one FROM setup_records WHERE agent_id = ?1 AND kind = 'service_commands' LIMIT 1"]);
+    // A save made elsewhere is read once the bound has passed.
+    await env.DB.prepare(
+      "INSERT INTO setup_records (agent_id, kind, payload, session_id, tool_call_id, updated_at) VALUES (?1, 'service_commands', '[]', 's', 't', 'now')",
+    )
+      .bind(agentId)
+      .run();
+    expect(await hasServiceCommands(env.DB, agentId, t0 + SETUP_CACHE_MS)).toBe(true);
+    expect(seen.filter((q) => q.startsWith("SELECT") && q.includes("setup_records")).length).toBe(2);
+    expect(await hasServiceCommands(env.DB, agentId, t0 + 100 * SETUP_CACHE_MS)).toBe(true);
+    expect(seen.filter((q) => q.startsWith("SELECT") && q.includes("setup_records")).length).toBe(2);
+    // A save through this isolate: no read at all.
+    const other = `${agentId}-b`;
+    expect(await hasServiceCommands(env.DB, other, t0)).toBe(false);
+    noteServiceCommandsSaved(other);
+    expect(await hasServiceCommands(env.DB, other, t0 + 1)).toBe(true);
+    expect(seen.filter((q) => q.startsWith("SELECT") && q.includes("setup_records")).length).toBe(3);
+  });
+});
