@@ -63,9 +63,12 @@ const dev = spawn(wrangler, ["dev", "--ip", "127.0.0.1", "--port", port, "--env-
 
 // The local cron clock: one tick at the start of every minute, like `crons = ["* * * * *"]` in production.
 let clock;
+/** Set once the local D1 schema is applied: a tick before it would only fail on missing tables. */
+let migrated = false;
 if (process.env.SOPHIE_LOCAL_CRON !== "0") {
   let warned = false;
   const tick = async () => {
+    if (!migrated) return;
     try {
       const res = await fetch(`http://127.0.0.1:${port}/__scheduled?cron=*+*+*+*+*`);
       await res.arrayBuffer();
@@ -102,6 +105,7 @@ let migrateOutput = "";
 migrate.stdout.on("data", (d) => (migrateOutput += d));
 migrate.stderr.on("data", (d) => (migrateOutput += d));
 migrate.on("exit", (code) => {
+  migrated = code === 0;
   if (code === 0) console.log("start: local D1 migrations applied");
   else console.error(`start: applying D1 migrations failed (the scheduler needs them):\n${migrateOutput}`);
 });
