@@ -44,18 +44,6 @@ const MAX_DELAY_MS = 10 * 60_000;
 /** Slack accepts up to 40,000 characters; longer answers are sent as several messages in the thread. */
 const SLACK_LIMIT = 39_000;
 
-export const REPLY_SCHEMA = `CREATE TABLE reply_outbox (
-     run_id TEXT PRIMARY KEY,
-     target TEXT NOT NULL,
-     status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'delivered', 'failed', 'unknown', 'skipped')),
-     parts_sent INTEGER NOT NULL DEFAULT 0,
-     message_ids TEXT NOT NULL DEFAULT '[]',
-     attempts INTEGER NOT NULL DEFAULT 0,
-     next_attempt_at INTEGER NOT NULL DEFAULT 0,
-     last_error TEXT,
-     updated_at TEXT NOT NULL
-   );`;
-
 /** Queues the reply of `runId` (call inside the transaction that creates the run; it creates the outbox first). */
 export function enqueueReply(sql: Sql, runId: string, target: ReplyTarget): void {
   ensureLazyTables(sql, "reply_outbox"); // an object no channel message reached has no outbox (D-062)

@@ -15,22 +15,21 @@
  */
 import { databaseOf, type Sql, SqlError } from "../storage/sql";
 
-/** Each lazy group: the name of its first table and its statements, exactly those of the version that made them (IF NOT EXISTS). */
-export const LAZY_TABLES = {
-  memory: [
-    `CREATE TABLE IF NOT EXISTS memory (
+// The tables' DDL as the migrations that first made them ran it (schema.ts uses these very texts, so the two
+// cannot drift): v5's memory, v11's notify outbox, v12's automation completions, v13's reply outbox.
+/** Schema v5: memory items (summaries, decisions, notes) and their FTS5 index (S4 §5). */
+export const MEMORY_SCHEMA = `CREATE TABLE memory (
      id TEXT PRIMARY KEY,
      kind TEXT NOT NULL CHECK (kind IN ('summary', 'decision', 'note')),
      text TEXT NOT NULL,
      from_seq INTEGER,
      to_seq INTEGER,
      created_at TEXT NOT NULL
-   )`,
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(id UNINDEXED, text, tokenize = 'unicode61')",
-  ],
-  // D-062: written only by job runs, chat-channel messages and automation.complete (schema v11, v12, v13's tables).
-  notify_outbox: [
-    `CREATE TABLE IF NOT EXISTS notify_outbox (
+   );
+   CREATE VIRTUAL TABLE memory_fts USING fts5(id UNINDEXED, text, tokenize = 'unicode61');`;
+
+/** Schema v11's job-notification outbox. */
+export const NOTIFY_OUTBOX_SCHEMA = `CREATE TABLE notify_outbox (
      run_id TEXT PRIMARY KEY,
      job_id TEXT NOT NULL,
      scheduled_for TEXT NOT NULL,
@@ -45,20 +44,20 @@ export const LAZY_TABLES = {
      last_error TEXT,
      delivered_at TEXT,
      reported INTEGER NOT NULL
-   )`,
-  ],
-  automation_completions: [
-    `CREATE TABLE IF NOT EXISTS automation_completions (
+   );`;
+
+/** Schema v12's automation completions, one per completion_id. */
+export const AUTOMATION_COMPLETIONS_SCHEMA = `CREATE TABLE automation_completions (
      completion_id TEXT PRIMARY KEY,
      run_id TEXT NOT NULL,
      outcome TEXT NOT NULL,
      summary TEXT,
      tool_call_id TEXT NOT NULL,
      recorded_at TEXT NOT NULL
-   )`,
-  ],
-  reply_outbox: [
-    `CREATE TABLE IF NOT EXISTS reply_outbox (
+   );`;
+
+/** Schema v13: chat-channel replies (issue 10), one outbox row per run a channel message started. */
+export const REPLY_SCHEMA = `CREATE TABLE reply_outbox (
      run_id TEXT PRIMARY KEY,
      target TEXT NOT NULL,
      status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'delivered', 'failed', 'unknown', 'skipped')),
@@ -68,8 +67,23 @@ export const LAZY_TABLES = {
      next_attempt_at INTEGER NOT NULL DEFAULT 0,
      last_error TEXT,
      updated_at TEXT NOT NULL
-   )`,
-  ],
+   );`;
+
+/** A migration's DDL as statements that may run again (SQLite stores the same table text either way). */
+const ifNotExists = (ddl: string): string[] =>
+  ddl
+    .split(";")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+    .map((s) => s.replace(/^CREATE (VIRTUAL )?TABLE /, "CREATE $1TABLE IF NOT EXISTS "));
+
+/** Each lazy group (named after its first table) and its statements: its migration's, IF NOT EXISTS. */
+export const LAZY_TABLES = {
+  memory: ifNotExists(MEMORY_SCHEMA),
+  // D-062: written only by job runs, chat-channel messages and automation.complete.
+  notify_outbox: ifNotExists(NOTIFY_OUTBOX_SCHEMA),
+  automation_completions: ifNotExists(AUTOMATION_COMPLETIONS_SCHEMA),
+  reply_outbox: ifNotExists(REPLY_SCHEMA),
 } as const;
 
 /** The lazy groups, in the order they are looked up together. */
@@ -162,14 +176,4 @@ function holdsRows(sql: Sql, group: LazyGroup): boolean {
     case "reply_outbox":
       return sql.one`SELECT 1 AS x FROM reply_outbox LIMIT 1` !== undefined;
   }
-}
-
-/** Schema v16's step: drops the memory tables where they hold no row (a brand-new object, an unused one). */
-export function dropMemoryIfEmpty(sql: Sql): void {
-  if (sql.one`SELECT 1 AS x FROM memory LIMIT 1` !== undefined) {
-    knownOf(sql).delete("memory"); // kept: looked up again on first read
-    return;
-  }
-  sql.script("DROP TABLE IF EXISTS memory_fts;\nDROP TABLE IF EXISTS memory", 2);
-  knownOf(sql).set("memory", false);
 }

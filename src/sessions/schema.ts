@@ -3,11 +3,10 @@
  * Append new entries; never edit one that has shipped.
  */
 
-import { REPLY_SCHEMA } from "../channels/replies";
 import { IDEMPOTENCY_SCHEMA } from "../idempotency/store";
 import type { Migrations } from "../storage/sql";
 import { INDEX_OUTBOX_SCHEMA } from "./index-outbox-store";
-import { dropLazyIfEmpty, dropMemoryIfEmpty } from "./lazy-tables";
+import { AUTOMATION_COMPLETIONS_SCHEMA, dropLazyIfEmpty, MEMORY_SCHEMA, NOTIFY_OUTBOX_SCHEMA, REPLY_SCHEMA } from "./lazy-tables";
 
 export const SESSION_MIGRATIONS: Migrations = [
   // v1: what the object knows about itself.
@@ -75,15 +74,7 @@ export const SESSION_MIGRATIONS: Migrations = [
      trace_tail TEXT NOT NULL
    );`,
   // v5: memory items (summaries, decisions, notes) and their FTS5 index (S4 §5).
-  `CREATE TABLE memory (
-     id TEXT PRIMARY KEY,
-     kind TEXT NOT NULL CHECK (kind IN ('summary', 'decision', 'note')),
-     text TEXT NOT NULL,
-     from_seq INTEGER,
-     to_seq INTEGER,
-     created_at TEXT NOT NULL
-   );
-   CREATE VIRTUAL TABLE memory_fts USING fts5(id UNINDEXED, text, tokenize = 'unicode61');`,
+  MEMORY_SCHEMA,
   // v6: live size of each generation, kept by triggers so that checking maxTurns/maxBytes on every
   // message reads one row instead of scanning the transcript (per-message cost must not grow with it).
   `ALTER TABLE generations ADD COLUMN live_messages INTEGER NOT NULL DEFAULT 0;
@@ -215,35 +206,13 @@ export const SESSION_MIGRATIONS: Migrations = [
   // handed over twice (a tick retried after a crash) is one run. Its notification waits in an outbox until sent.
   `ALTER TABLE runs ADD COLUMN dispatch_key TEXT;
    CREATE UNIQUE INDEX runs_dispatch_key ON runs (dispatch_key) WHERE dispatch_key IS NOT NULL;
-   CREATE TABLE notify_outbox (
-     run_id TEXT PRIMARY KEY,
-     job_id TEXT NOT NULL,
-     scheduled_for TEXT NOT NULL,
-     channel TEXT NOT NULL,
-     target TEXT NOT NULL,
-     webhook_id TEXT NOT NULL,
-     settings TEXT NOT NULL,
-     body TEXT,
-     status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
-     attempts INTEGER NOT NULL,
-     next_attempt_at INTEGER NOT NULL,
-     last_error TEXT,
-     delivered_at TEXT,
-     reported INTEGER NOT NULL
-   );`,
+   ${NOTIFY_OUTBOX_SCHEMA}`,
   // v12: S5 tools and durable idempotency. The session's S5 type (setup sessions alone get setup-only tools);
   // the idempotency store of tool calls — sandbox callbacks and run tool calls — keyed by (tool scope, call id);
   // automation completions, one per completion_id.
   `ALTER TABLE session_state ADD COLUMN session_type TEXT NOT NULL DEFAULT 'ordinary';
    ${IDEMPOTENCY_SCHEMA}
-   CREATE TABLE automation_completions (
-     completion_id TEXT PRIMARY KEY,
-     run_id TEXT NOT NULL,
-     outcome TEXT NOT NULL,
-     summary TEXT,
-     tool_call_id TEXT NOT NULL,
-     recorded_at TEXT NOT NULL
-   );`,
+   ${AUTOMATION_COMPLETIONS_SCHEMA}`,
   // v13: chat-channel replies (issue 10): one outbox row per run a channel message started, sent once from the alarm.
   REPLY_SCHEMA,
   // v14: a finished job run's status and automation completion are written to its D1 firing row once (issue 21 §1).
@@ -254,7 +223,7 @@ export const SESSION_MIGRATIONS: Migrations = [
   `ALTER TABLE transcript ADD COLUMN tokens INTEGER;`,
   // v16 (issue 23, D-055): session memory is created when first written (src/sessions/lazy-tables.ts), so a new
   // object's schema lacks it; an object that holds memory items keeps its tables. No later migration touches them.
-  dropMemoryIfEmpty,
+  dropLazyIfEmpty("memory"),
   // v17: the index outbox (issue 23): D1 index rows queued by triggers in the transaction of the change they
   // reflect, shipped in one D1 batch per shipping window. Queued once here: runs whose last index write failed
   // (never retried before this version), the session row and its generations — upserts, so re-shipping is harmless.
