@@ -49,25 +49,26 @@ export function runDrain(cx: SessionContext, engine: RunEngine): AlarmCapability
 
 /**
  * Starts the queued runs inline, under the object's ordering (one drain at a time), with the watchdog armed;
- * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers;
- * `failed` hears of a drain that threw (the watchdog alarm retries whatever did not happen).
+ * `ended` runs when the drain ends (to bring deliveries forward). The drain goes on after the caller answers; one
+ * that throws is logged (against `runId` when the caller knows it) and the watchdog alarm retries what it left.
  */
-export async function startRuns(
-  cx: SessionContext,
-  engine: RunEngine,
-  ended: () => Promise<void>,
-  failed: (err: unknown) => void = () => {},
-): Promise<void> {
+export async function startRuns(cx: SessionContext, engine: RunEngine, ended: () => Promise<void>, runId?: string): Promise<void> {
   await armWatchdog(cx.storage);
-  void engine.drain().then(ended).catch(failed);
+  void engine
+    .drain()
+    .then(ended)
+    .catch((err: unknown) => {
+      const logger = createLogger("info", gatewayLogSink(cx.env.AUDIT));
+      logger.log("error", "run.internal_error", { run_id: runId ?? "unknown", error_name: err instanceof Error ? err.name : "unknown" });
+    });
 }
 
 /**
  * D-059: starts the run an approval decision (or the expiry found by it) put back to `running`, inline, as
  * enqueue starts a new run — not from the alarm. It joins the live drain if there is one (a run is never executed
  * twice at once: the drain is one per instance, and the watchdog only starts one when none is live here). Not
- * awaited: the approver is answered while the run goes on, covered by the watchdog; a drain that throws is
- * logged against `runId`. False when no run is runnable (the run was cancelled meanwhile, or had already ended).
+ * awaited: the approver is answered while the run goes on, covered by the watchdog. False when no run is runnable
+ * (the run was cancelled meanwhile, or had already ended).
  */
 export async function resumeDecided(
   cx: SessionContext,
@@ -76,10 +77,7 @@ export async function resumeDecided(
   runId: string | undefined,
 ): Promise<boolean> {
   if (!nextRunnable(cx.sql)) return false;
-  await startRuns(cx, engine, ended, (err) => {
-    const logger = createLogger("info", gatewayLogSink(cx.env.AUDIT));
-    logger.log("error", "run.internal_error", { run_id: runId ?? "unknown", error_name: err instanceof Error ? err.name : "unknown" });
-  });
+  await startRuns(cx, engine, ended, runId);
   return true;
 }
 
@@ -98,7 +96,7 @@ export async function enqueueInline(
   const queued = await enqueueMessage(cx, identity, input, (id) => engine.prefetch(id, input.spec), start);
   if (queued.duplicate || !input.spec) return { queued, stopped: null };
   const stopped = engine.whenStopped(queued.runId);
-  await startRuns(cx, engine, ended);
+  await startRuns(cx, engine, ended, queued.runId);
   return { queued, stopped };
 }
 
