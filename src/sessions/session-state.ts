@@ -77,7 +77,7 @@ export async function ensureSession(
   // Listed before the caller answers, as before issue 23 — but a D1 failure leaves the rows queued for the shipping
   // window to retry instead of failing the call (and leaving the session unlisted for good).
   if (listing === "now") await shipIndexNow(cx);
-  else listings.set(cx.storage, shipIndexNow(cx));
+  else listings.set(cx.storage, shipIndexNow(cx, true)); // its rows are deleted by the turn's shipping pass
   return ref;
 }
 
