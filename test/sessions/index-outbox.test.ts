@@ -300,6 +300,59 @@ describe("ISSUE23 D-064 the shipping pass records everything in one commit, afte
   }, 20_000);
 });
 
+describe("ISSUE23 D-064 a failed audit put in a one-commit pass", () => {
+  it("ISSUE23 an R2 failure of the audit segment: the pass still records the index rows and the bundle it shipped, and the segment's exact bytes with their backoff; the retry writes that very object, every event once", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "one" }]);
+    const agentId = `obx-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(host, { agentId }));
+    const chat = chatSession(agentId, app);
+    const failing = { left: 1 };
+    await runInDurableObject(chat.stub, (instance: unknown) => {
+      const e = (instance as { env: Env }).env;
+      e.AUDIT = new Proxy(e.AUDIT, {
+        get(target, prop) {
+          if (prop === "put")
+            return (key: string, ...rest: unknown[]) =>
+              key.includes("/audit/") && failing.left-- > 0
+                ? Promise.reject(new Error("injected R2 failure"))
+                : (target.put as (...a: unknown[]) => unknown)(key, ...rest);
+          const value = Reflect.get(target, prop);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    });
+    const res = await chat.send("one");
+    await waitForRun(app, res.body.id);
+    const pending = () =>
+      inSession(
+        chat.stub,
+        (cx) => cx.sql.one<{ key: string; attempts: number }>`SELECT key, attempts FROM audit_pending WHERE id = 1` ?? null,
+      );
+    await until(async () => (await pending()) !== null);
+    const recorded = (await pending()) as { key: string; attempts: number };
+    expect(recorded.attempts).toBe(1);
+    // Everything else the pass shipped is recorded: the index rows are gone from the outbox, D1 has the run, R2 the bundle.
+    expect(await inSession(chat.stub, (cx) => [indexBacklog(cx.sql) === 0, outboxSize(cx.sql) > 0])).toEqual([true, true]);
+    expect(await d1Rows(chat.key, agentId)).toEqual({ sessions: 1, generations: 1, runs: 1, streams: 0 });
+    expect(await env.AUDIT.head(`agents/${agentId}/runs/${res.body.id}/bundle.jsonl`)).not.toBeNull();
+    expect(await env.AUDIT.head(recorded.key)).toBeNull();
+    // The retry (the backoff is 1 s) writes the recorded key, and the stream's row follows in that pass's batch.
+    await until(async () => (await drained(chat.stub)) || ((await runDurableObjectAlarm(chat.stub)) && false), 15_000);
+    const keys = (await env.AUDIT.list({ prefix: `agents/${agentId}/audit/${today()}/` })).objects.map((o) => o.key);
+    expect(keys).toEqual([recorded.key]);
+    expect(await pending()).toBeNull();
+    expect(await d1Rows(chat.key, agentId)).toEqual({ sessions: 1, generations: 1, runs: 1, streams: 1 });
+    const verify = await call(app, "GET", `/api/admin/audit/verify?agent_id=${agentId}&date=${today()}`, undefined, ADMIN);
+    expect(verify.body).toMatchObject({ ok: true, segments: 1, streams: 1 });
+    const lines = (await call(app, "GET", `/api/admin/audit?agent_id=${agentId}&date=${today()}`, undefined, ADMIN)).text
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { run_id: string | null; event_type: string });
+    expect(lines.filter((e) => e.run_id === res.body.id && e.event_type === "run.completed")).toHaveLength(1);
+  }, 20_000);
+});
+
 describe("ISSUE23 shipping window: one audit segment and one D1 batch per window", () => {
   it("ISSUE23 ten sequential plain turns: one D1 statement per run plus the session's, bundles once per run, audit verifies", async () => {
     const turns = 10;
