@@ -1,10 +1,11 @@
 /**
  * Audit segments on R2 (DESIGN §4): `agents/{agentId}/audit/{YYYY-MM-DD}/{segment}.jsonl`, written
- * create-only and never rewritten. A segment's name is `{flush time ms, 13 digits}-{stream}-{counter, 6
- * digits}`, so names sort in the order they were written. A stream is one SessionDO (its id); each stream
- * numbers its segments of a day 1, 2, 3… and each segment's first line records the SHA-256 of the stream's
- * previous segment that day (zeros for the first): a hash chain, so an edited, removed or re-ordered segment
- * is detected. The event lines that follow are S3 §3 audit events, one per line.
+ * create-only and never rewritten. A segment's name is `{its first event's time ms, 13 digits}-{stream}-{counter,
+ * 6 digits}` (D-064: derived from what is durable, so a repeated flush names it the same; segments written before
+ * carry their flush time in the same place), so names sort in the order their events happened. A stream is one
+ * SessionDO (its id); each stream numbers its segments of a day 1, 2, 3… and each segment's first line records the
+ * SHA-256 of the stream's previous segment that day (zeros for the first): a hash chain, so an edited, removed or
+ * re-ordered segment is detected. The event lines that follow are S3 §3 audit events, one per line.
  */
 import { sha256Hex } from "../prompts/hash";
 import { AuditEvent } from "./event";
@@ -19,8 +20,9 @@ const KEY = /^agents\/([^/]+)\/audit\/(\d{4}-\d{2}-\d{2})\/(\d{13})-([0-9a-f]{64
 
 export const auditPrefix = (agentId: string, day: string): string => `agents/${agentId}/audit/${day}/`;
 
-export function segmentKey(agentId: string, day: string, flushedAt: number, stream: string, counter: number): string {
-  return `${auditPrefix(agentId, day)}${String(flushedAt).padStart(13, "0")}-${stream}-${String(counter).padStart(6, "0")}.jsonl`;
+/** A segment's object key: `at` is its first event's time in ms (see the module comment). */
+export function segmentKey(agentId: string, day: string, at: number, stream: string, counter: number): string {
+  return `${auditPrefix(agentId, day)}${String(at).padStart(13, "0")}-${stream}-${String(counter).padStart(6, "0")}.jsonl`;
 }
 
 export function parseSegmentKey(key: string): { agentId: string; day: string; stream: string; counter: number } | null {

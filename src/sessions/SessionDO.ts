@@ -90,7 +90,7 @@ export class SessionDO extends DurableObject<Env> {
       channelReplies(cx),
     ]);
     const flushLogs = () => isolateLogSinks(this.env.AUDIT).flushSoon();
-    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(flushLogs);
+    windowOf(ctx.storage).afterTimerPass = (alarm) => this.#alarms.settle(this.#engine.busy, alarm).then(flushLogs);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
     this.#sockets = new SessionSockets(cx, this);
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));

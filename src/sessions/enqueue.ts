@@ -16,7 +16,7 @@ import { enqueueNotify, type NotifySpec } from "../scheduler/notify";
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import type { SessionContext } from "./context";
 import { insertQueuedRun, runByDispatchKey } from "./session-runs-store";
-import { ensureSession, refreshIndex, type SessionIdentity, type SessionRef } from "./session-state";
+import { ensureSession, refreshIndex, type SessionIdentity, type SessionRef, startSessionListing } from "./session-state";
 import { applySplitRewrites, archivedLookback, redactSplitSecrets, type SplitRewrite } from "./split-secrets";
 import { appendMessage } from "./transcript";
 import { enforceLimits, type SessionLimitsInput } from "./transcript-limits";
@@ -116,6 +116,21 @@ export async function enqueueMessage(
 ): Promise<Enqueued> {
   await cx.refreshSecrets(); // the message is redacted with every secret in force, stored ones included
   const state = await ensureSession(cx, identity, "background"); // the caller awaits sessionListed before answering
+  try {
+    return await storeMessage(cx, state, input, prefetch, onStored);
+  } finally {
+    startSessionListing(cx); // started at the store already, unless it threw before
+  }
+}
+
+/** enqueueMessage once the session exists: refused early as a duplicate, or stored (see there). */
+async function storeMessage(
+  cx: SessionContext,
+  state: SessionRef,
+  input: EnqueueInput,
+  prefetch?: (runId: string) => Promise<void>,
+  onStored?: (runId: string) => void,
+): Promise<Enqueued> {
   await refreshIndex(cx, state.sessionKey, state.sessionId);
   const known = () => (input.dispatchKey ? byDispatchKey(cx, input.dispatchKey) : undefined);
   const early = known();
@@ -130,6 +145,7 @@ export async function enqueueMessage(
   const seen = known();
   if (seen) return seen;
   const seq = storeQueuedRun(cx, state, input, split, runId, onStored);
+  startSessionListing(cx); // a new session's D1 listing, from here beside the run
   await enforceLimits(cx, state, input.limits);
   return { runId, sessionId: state.sessionId, seq };
 }

@@ -46,9 +46,10 @@ export function queueIndexRow(sql: Sql, kind: IndexKind, key: string): void {
   sql.run`INSERT OR REPLACE INTO index_outbox (kind, key) VALUES (${kind}, ${key})`;
 }
 
-/** The oldest queued rows, at most `limit`. */
-export function queuedIndexRows(sql: Sql, limit: number): IndexOutboxRow[] {
-  return sql.all<IndexOutboxRow & Record<string, SqlStorageValue>>`SELECT id, kind, key FROM index_outbox ORDER BY id LIMIT ${limit}`;
+/** The oldest queued rows after id `after`, at most `limit`. */
+export function queuedIndexRows(sql: Sql, limit: number, after = 0): IndexOutboxRow[] {
+  return sql.all<IndexOutboxRow & Record<string, SqlStorageValue>>`
+    SELECT id, kind, key FROM index_outbox WHERE id > ${after} ORDER BY id LIMIT ${limit}`;
 }
 
 /** How many index rows wait. */
@@ -59,6 +60,11 @@ export function indexBacklog(sql: Sql): number {
 /** Removes shipped rows by id (a row re-queued meanwhile has a new id and stays). */
 export function deleteShippedRows(sql: Sql, ids: readonly number[]): void {
   for (const id of ids) sql.run`DELETE FROM index_outbox WHERE id = ${id}`;
+}
+
+/** Removes the queued audit-stream row of `day` (its statement went in a batch already: see IndexShipper.send). */
+export function deleteQueuedStream(sql: Sql, day: string): void {
+  sql.run`DELETE FROM index_outbox WHERE kind = 'audit_stream' AND key = ${day}`;
 }
 
 /** The run fields a D1 run index row carries, or undefined when the run is gone. */

@@ -10,7 +10,14 @@ import { type ApprovalIndexRow, approvalIndexStatement, getApproval } from "../r
 import { runIndexStatement } from "../runs/index-d1";
 import type { SessionContext } from "./context";
 import { generationIndexStatement, sessionIndexStatement } from "./index-d1";
-import { deleteShippedRows, generationStartedAt, type IndexOutboxRow, queuedIndexRows, runIndexSource } from "./index-outbox-store";
+import {
+  deleteQueuedStream,
+  deleteShippedRows,
+  generationStartedAt,
+  type IndexOutboxRow,
+  queuedIndexRows,
+  runIndexSource,
+} from "./index-outbox-store";
 import { readSession, type SessionRef } from "./session-store";
 import { openShippingWindow } from "./ship-window";
 
@@ -57,6 +64,50 @@ function approvalStatement(cx: SessionContext, session: SessionRef, id: string):
   return approvalIndexStatement(cx.env.DB, row);
 }
 
+/**
+ * Ids this object shipped without deleting them yet (per object, by its storage): a new session's listing ships
+ * before its turn answers and leaves the delete to the turn's shipping pass, which commits anyway (issue 23: one
+ * commit fewer per fresh turn). Lost with the instance: the rows are then shipped again — upserts, nothing doubles.
+ */
+const awaitingDelete = new WeakMap<DurableObjectStorage, Set<number>>();
+
+function awaiting(storage: DurableObjectStorage): Set<number> {
+  let ids = awaitingDelete.get(storage);
+  if (!ids) {
+    ids = new Set();
+    awaitingDelete.set(storage, ids);
+  }
+  return ids;
+}
+
+/** What one `send` shipped, for the caller's commit (`recordIndexSend`). */
+export interface IndexSend {
+  /** False when a batch failed (its rows stay queued; retried after the backoff). */
+  ok: boolean;
+  /** Queued rows D1 has (those of earlier sends not yet deleted included). */
+  ids: number[];
+  /** Days whose audit-stream row went in a batch without being queued (see `send`). */
+  streamDays: string[];
+}
+
+/** Records a send (call inside a transaction): the shipped rows leave the outbox, and so do the streams' rows. */
+export function recordIndexSend(cx: SessionContext, sent: IndexSend): void {
+  deleteSentRows(cx, sent);
+  deleteSentStreams(cx, sent);
+}
+
+/** The shipped queued rows leave the outbox. */
+export function deleteSentRows(cx: SessionContext, sent: IndexSend): void {
+  deleteShippedRows(cx.sql, sent.ids);
+  const ids = awaiting(cx.storage);
+  for (const id of sent.ids) ids.delete(id);
+}
+
+/** The stream rows the send carried unqueued leave the outbox: call after the chain heads whose trigger queues them. */
+export function deleteSentStreams(cx: SessionContext, sent: IndexSend): void {
+  for (const day of sent.streamDays) deleteQueuedStream(cx.sql, day);
+}
+
 /** Ships the index outbox to D1 in batches; remembers (in memory) when to try again after a failure. */
 export class IndexShipper {
   readonly #cx: SessionContext;
@@ -75,33 +126,52 @@ export class IndexShipper {
     return this.#retryAt;
   }
 
-  /** Ships every queued row (one batch per INDEX_BATCH_ROWS); false after a failed batch (kept for the retry). */
+  /** Ships every queued row and deletes what D1 has, in a commit of its own; false after a failed batch. */
   async ship(now: number): Promise<boolean> {
-    if (this.#retryAt !== null && now < this.#retryAt) return false;
+    const sent = await this.send(now);
+    if (sent.ids.length > 0) this.#cx.storage.transactionSync(() => recordIndexSend(this.#cx, sent));
+    return sent.ok;
+  }
+
+  /**
+   * Sends every queued row not shipped yet (one batch per INDEX_BATCH_ROWS) and deletes nothing: the caller records
+   * the result in its own commit. `streamDays` are days whose first audit segment this pass wrote: their stream rows
+   * go in the first batch now, though the chain head whose trigger queues them is only inserted in that commit.
+   */
+  async send(now: number, streamDays: readonly string[] = []): Promise<IndexSend> {
     const cx = this.#cx;
+    const done = awaiting(cx.storage);
+    const out: IndexSend = { ok: true, ids: [...done], streamDays: [] };
+    if (this.#retryAt !== null && now < this.#retryAt) return { ...out, ok: false };
     const session = readSession(cx.sql);
-    if (!session) return true;
-    for (;;) {
-      const rows = queuedIndexRows(cx.sql, INDEX_BATCH_ROWS);
-      if (rows.length === 0) break;
-      const statements = rows.map((r) => statementFor(cx, session, r)).filter((s): s is D1PreparedStatement => s !== null);
+    if (!session) return out;
+    let extra = [...streamDays];
+    for (let after = 0; ; ) {
+      const page = queuedIndexRows(cx.sql, INDEX_BATCH_ROWS, after);
+      if (page.length === 0 && extra.length === 0) break;
+      after = page[page.length - 1]?.id ?? after;
+      const rows = page.filter((r) => !done.has(r.id));
+      const days = extra.filter((d) => !rows.some((r) => r.kind === "audit_stream" && r.key === d));
+      const statements = [
+        ...rows.map((r) => statementFor(cx, session, r)),
+        ...days.map((d) => auditStreamStatement(cx.env.DB, session.agentId, d, cx.objectId)),
+      ].filter((s): s is D1PreparedStatement => s !== null);
       try {
         if (statements.length > 0) await cx.env.DB.batch(statements);
       } catch {
         this.#failures++;
         this.#retryAt = Date.now() + Math.min(MAX_RETRY_MS, 1000 * 2 ** (this.#failures - 1));
-        return false;
+        return { ...out, ok: false };
       }
       this.sent.batches++;
       this.sent.statements += statements.length;
-      deleteShippedRows(
-        cx.sql,
-        rows.map((r) => r.id),
-      );
+      out.ids.push(...rows.map((r) => r.id));
+      out.streamDays.push(...days);
+      extra = [];
     }
     this.#failures = 0;
     this.#retryAt = null;
-    return true;
+    return out;
   }
 }
 
@@ -109,8 +179,15 @@ export class IndexShipper {
  * Ships the queued index rows now, before the caller answers: a new session or generation is listed when the call
  * that made it returns (admin lists read D1). Never throws: after a failure the rows stay queued and the shipping
  * window retries them. A pass running meanwhile may send the same rows too: upserts, so nothing is duplicated.
+ * `deferDelete` (a turn's new session): the shipped rows are deleted by the turn's shipping pass, in its commit.
  */
-export async function shipIndexNow(cx: SessionContext): Promise<void> {
-  const shipped = await new IndexShipper(cx).ship(Date.now()).catch(() => false);
+export async function shipIndexNow(cx: SessionContext, deferDelete = false): Promise<void> {
+  const shipper = new IndexShipper(cx);
+  let shipped: boolean;
+  if (deferDelete) {
+    const sent = await shipper.send(Date.now()).catch(() => null);
+    for (const id of sent?.ids ?? []) awaiting(cx.storage).add(id);
+    shipped = sent?.ok ?? false;
+  } else shipped = await shipper.ship(Date.now()).catch(() => false);
   if (!shipped) await openShippingWindow(cx.storage);
 }

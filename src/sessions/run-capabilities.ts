@@ -117,12 +117,18 @@ export class RunBundles implements AlarmCapability {
     return this.#retryAt;
   }
 
-  /**
-   * Writes the bundles still missing, oldest first; stops at the first R2 failure. The written ones are marked in
-   * one commit at the end (issue 23: one commit per pass, not per run); a crash before it only means those bundles
-   * are put again, and a create-only put of a bundle already there is a success.
-   */
+  /** Writes the bundles still missing and marks them, in a commit of its own (the shipping pass uses `put`). */
   async onAlarm(): Promise<void> {
+    const written = await this.put();
+    if (written.length > 0) this.#cx.storage.transactionSync(() => markBundled(this.#cx.sql, written));
+  }
+
+  /**
+   * Writes the bundles still missing, oldest first; stops at the first R2 failure. Answers the runs written, for the
+   * caller to mark in its one commit (issue 23); a crash before it only means those bundles are put again, and a
+   * create-only put of a bundle already there is a success.
+   */
+  async put(): Promise<string[]> {
     const cx = this.#cx;
     this.#retryAt = null;
     const written: string[] = [];
@@ -135,9 +141,8 @@ export class RunBundles implements AlarmCapability {
       }
     } catch {
       this.#retryAt = Date.now() + BUNDLE_RETRY_MS;
-    } finally {
-      if (written.length > 0) cx.storage.transactionSync(() => markBundled(cx.sql, written));
     }
+    return written;
   }
 }
 

@@ -4,7 +4,7 @@
  * the shipping pass (shipping.ts). Queueing is work a turn does before it replies; shipping is not.
  */
 import { auditEvent } from "../audit/event";
-import { enqueueAudit, flushAudit } from "../audit/outbox";
+import { type AuditShipment, enqueueAudit, putAuditSegments } from "../audit/outbox";
 import { secretValuesFromEnv } from "../security/redact";
 import type { SessionContext } from "./context";
 import { currentSession, ensureSession, type SessionIdentity } from "./session-state";
@@ -53,12 +53,13 @@ export async function recordAuditEvent(
 }
 
 /**
- * Sends the audit outbox to R2 (one segment per day's worth of waiting events; backoff after a failure, per the
- * outbox's own record). A day's first segment inserts its chain head, whose trigger queues the audit-stream index
- * row in the same transaction (index-outbox-store.ts): the D1 stream index is shipped with the next index batch.
+ * Puts the audit outbox to R2 (one segment per day's worth of waiting events; backoff after a failure, per the
+ * outbox's own record) and answers what it wrote, for the shipping pass to record in its one commit
+ * (`recordAuditShipment`; a day's first segment inserts its chain head there, whose trigger queues the
+ * audit-stream index row — the pass has already sent that row in its D1 batch). Null when there is no session.
  */
-export async function flushSessionAudit(cx: SessionContext): Promise<void> {
+export async function putSessionAudit(cx: SessionContext): Promise<AuditShipment | null> {
   const session = readSession(cx.sql);
-  if (!session) return;
-  await flushAudit({ sql: cx.sql, storage: cx.storage, bucket: cx.env.AUDIT, stream: cx.objectId, agentId: session.agentId });
+  if (!session) return null;
+  return putAuditSegments({ sql: cx.sql, bucket: cx.env.AUDIT, stream: cx.objectId, agentId: session.agentId });
 }

@@ -40,11 +40,23 @@ export function sessionType(cx: Pick<SessionContext, "sql">): SessionType {
   return readSessionType(cx.sql) === "setup" ? "setup" : "ordinary";
 }
 
-/** A new session's D1 listing still under way, per object (by its storage): see `ensureSession`'s `listing`. */
-const listings = new WeakMap<DurableObjectStorage, Promise<void>>();
+/**
+ * A new session's D1 listing, per object (by its storage): "deferred" until the turn that created it has stored its
+ * message (`startSessionListing`), then under way; see `ensureSession`'s `listing`.
+ */
+const listings = new WeakMap<DurableObjectStorage, Promise<void> | "deferred">();
+
+/**
+ * Starts the D1 listing of the session this call created, if it waits: after the turn's message is stored, so that
+ * no I/O falls between the session's rows and the message's (one commit for both, issue 23).
+ */
+export function startSessionListing(cx: SessionContext): void {
+  if (listings.get(cx.storage) === "deferred") listings.set(cx.storage, shipIndexNow(cx, true)); // its rows' deletes: the turn's shipping pass
+}
 
 /** Resolves once the session this object created in this call is listed in D1 (at once when nothing is pending). */
 export async function sessionListed(cx: SessionContext): Promise<void> {
+  startSessionListing(cx);
   const pending = listings.get(cx.storage);
   listings.delete(cx.storage);
   await pending;
@@ -52,8 +64,9 @@ export async function sessionListed(cx: SessionContext): Promise<void> {
 
 /**
  * The current generation, creating the session (and its D1 index rows) on first use. A new session is listed
- * before this returns, or — `listing: "background"` (a turn, issue 23) — while the call goes on, and the caller
- * awaits `sessionListed` before it answers: a first turn's D1 batch runs beside its model call, not before it.
+ * before this returns, or — `listing: "background"` (a turn, issue 23) — from when the turn's message is stored
+ * (`startSessionListing`) while the call goes on, and the caller awaits `sessionListed` before it answers: a first
+ * turn's D1 batch runs beside its model call, not before it.
  */
 export async function ensureSession(
   cx: SessionContext,
@@ -68,16 +81,19 @@ export async function ensureSession(
   if (!parseSessionKey(identity.sessionKey).ok) throw new Error("invalid session key");
   const ref = { sessionKey: identity.sessionKey, agentId: identity.agentId, sessionId: newId("ses") };
   const now = new Date().toISOString();
+  // A write outside the transaction first: it opens this turn's implicit transaction, so the session's rows are a
+  // savepoint in it and a turn's message, stored before the next I/O, joins the same commit (issue 23). Alone it is
+  // harmless (it only defers refreshIndex's next queueing).
+  setMeta(cx.sql, "indexed_at", String(Date.now()));
   cx.storage.transactionSync(() => {
     // Their triggers queue the session and generation index rows in this same transaction.
     insertSession(cx.sql, ref, identity.sessionType ?? "ordinary");
     insertGeneration(cx.sql, ref.sessionId, now);
-    setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
   // Listed before the caller answers, as before issue 23 — but a D1 failure leaves the rows queued for the shipping
   // window to retry instead of failing the call (and leaving the session unlisted for good).
   if (listing === "now") await shipIndexNow(cx);
-  else listings.set(cx.storage, shipIndexNow(cx));
+  else listings.set(cx.storage, "deferred");
   return ref;
 }
 

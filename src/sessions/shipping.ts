@@ -2,19 +2,20 @@
  * Shipping in windows (issue 23): what a turn leaves for the outside world — audit events for R2, index rows for
  * D1, finished runs' bundles for R2 — is already durable in this object's SQLite when the turn replies, so it is
  * shipped later, together: at most one pass per shipping window (ship-window.ts), and ONE pass writes one audit
- * segment (per day), ONE D1 batch of index rows and every pending run bundle, however many turns the window saw.
+ * segment (per day), ONE D1 batch of index rows and every pending run bundle, however many turns the window saw,
+ * and records all of it in ONE commit.
  * A timer in this instance runs the pass; an alarm is the backup that resumes the shipping after an eviction
  * (nothing is lost: the outboxes are only emptied after R2/D1 answered). Each part keeps its own retry: R2
  * segments back off in `audit_pending`, the index batch and bundles in memory (a new instance tries at once).
  */
-import { nextFlushAt, outboxSize } from "../audit/outbox";
+import { nextFlushAt, outboxSize, recordAuditShipment } from "../audit/outbox";
 import type { AlarmCapability } from "./capabilities";
 import type { SessionContext } from "./context";
-import { IndexShipper } from "./index-outbox";
+import { deleteSentRows, deleteSentStreams, IndexShipper } from "./index-outbox";
 import { indexBacklog } from "./index-outbox-store";
 import type { RunBundles } from "./run-capabilities";
-import { flushSessionAudit } from "./session-audit";
-import { unbundledFinishedRuns } from "./session-runs-store";
+import { putSessionAudit } from "./session-audit";
+import { markBundled, unbundledFinishedRuns } from "./session-runs-store";
 import { SHIP_WINDOW_MS, windowOf } from "./ship-window";
 
 /** Capability: the shipping pass (audit segment, run bundles, index batch) when the window closes or a retry is due. */
@@ -58,24 +59,47 @@ export class Shipping implements AlarmCapability {
     await this.ship();
   }
 
-  /** One shipping pass; a pass already under way is awaited instead of run twice. */
-  ship(): Promise<void> {
-    this.#inFlight ??= this.#pass().finally(() => {
+  /**
+   * One shipping pass; a pass already under way is awaited instead of run twice. `fromTimer`: the pass reads the
+   * alarm before its commit, so that the settle after it writes the alarm in the same commit (ship-window.ts).
+   */
+  ship(fromTimer = false): Promise<void> {
+    this.#inFlight ??= this.#pass(fromTimer).finally(() => {
       this.#inFlight = null;
     });
     return this.#inFlight;
   }
 
-  async #pass(): Promise<void> {
+  /**
+   * R2 and D1 first, then ONE commit that records all of it (D-064): the audit segments written (outbox rows gone,
+   * chain heads moved, or a failure's backoff), the index rows D1 has, the bundles written. A crash before that
+   * commit loses nothing and duplicates nothing: the next pass prepares the same segment keys and adopts what is
+   * there (audit/outbox.ts), re-sends the same upserts, and re-puts the same create-only bundles.
+   */
+  async #pass(fromTimer: boolean): Promise<void> {
     const cx = this.#cx;
     // Closed first: what is queued from here on opens the next window (a window after this pass).
     const w = windowOf(cx.storage);
     w.dueAt = null;
     w.lastPassAt = Date.now();
-    if (outboxSize(cx.sql) > 0 || nextFlushAt(cx.sql, Date.now()) !== null) await flushSessionAudit(cx);
-    // After the audit flush: a day's first segment queued its audit-stream row, shipped in this same batch.
-    await this.index.ship(Date.now());
+    w.alarmSeen = undefined;
+    const audit = outboxSize(cx.sql) > 0 || nextFlushAt(cx.sql, Date.now()) !== null ? await putSessionAudit(cx) : null;
+    // A day's first segment: its stream's index row goes in this batch (its head, which queues it, is not in yet).
+    const firstDays = (audit?.written ?? []).filter((s) => s.counter === 1).map((s) => s.day);
+    const index = await this.index.send(Date.now(), firstDays);
     const bundleRetry = this.#bundles.nextAlarmAt();
-    if (bundleRetry === null || bundleRetry <= Date.now()) await this.#bundles.onAlarm();
+    const bundled = bundleRetry === null || bundleRetry <= Date.now() ? await this.#bundles.put() : [];
+    if (fromTimer) w.alarmSeen = await cx.storage.getAlarm();
+    if ((audit?.written.length ?? 0) === 0 && !audit?.failed && index.ids.length === 0 && bundled.length === 0) return;
+    // The index rows first, outside the transaction: a write outside one opens this turn's implicit transaction, so
+    // the transaction below is a savepoint in it and the timer's alarm settle joins it — one commit in all (a row
+    // D1 has is deleted rightly even if the rest rolled back).
+    deleteSentRows(cx, index);
+    if ((audit?.written.length ?? 0) > 0 || audit?.failed || bundled.length > 0)
+      cx.storage.transactionSync(() => {
+        if (audit) recordAuditShipment(cx.sql, audit);
+        deleteSentStreams(cx, index);
+        if (bundled.length > 0) markBundled(cx.sql, bundled);
+      });
   }
 }

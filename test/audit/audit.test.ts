@@ -8,7 +8,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { BUNDLE_OBJECT, BUNDLE_PARTS, type BundlePart, parseBundle } from "../../src/audit/bundles";
 import { AuditEvent, auditFromRunEvent } from "../../src/audit/event";
-import { auditHead, enqueueAudit, flushAudit, outboxSize } from "../../src/audit/outbox";
+import { auditHead, enqueueAudit, flushAudit, outboxSize, putAuditSegments } from "../../src/audit/outbox";
 import { auditPrefix, GENESIS, segmentBody, segmentKey, segmentSha256, verifySegments } from "../../src/audit/segments";
 import { runObjectId } from "../../src/runs/ids";
 import { createSql } from "../../src/storage/sql";
@@ -141,7 +141,7 @@ describe("outbox → R2 (create-only, nothing lost, nothing duplicated)", () => 
       const sql = createSql(state.storage.sql);
       const stream = state.id.toString();
       enqueueAudit(sql, event(1));
-      const key = segmentKey("cox", today(), 1_000, stream, 1);
+      const key = segmentKey("cox", today(), Date.parse(event(1).ts), stream, 1); // D-064: keyed by its first event's time
       await env.AUDIT.put(key, "someone else's bytes\n");
       const r = await flushAudit({ sql, storage: state.storage, bucket: env.AUDIT, stream, agentId: "cox", now: () => 1_000 });
       expect(r.flushed).toBe(0);
@@ -160,13 +160,64 @@ describe("outbox → R2 (create-only, nothing lost, nothing duplicated)", () => 
       for (let i = 1; i <= 3; i++) enqueueAudit(sql, event(i));
       // The exact bytes the flush will prepare are already there (written before a crash).
       const body = segmentBody({ stream, counter: 1, prev_sha256: GENESIS, events: 3 }, [event(1), event(2), event(3)]);
-      const key = segmentKey("cox", today(), 5_000, stream, 1);
+      const key = segmentKey("cox", today(), Date.parse(event(1).ts), stream, 1); // D-064: keyed by its first event's time
       await env.AUDIT.put(key, body);
       const r = await flushAudit({ sql, storage: state.storage, bucket: env.AUDIT, stream, agentId: "cox", now: () => 5_000 });
       expect(r).toEqual({ flushed: 3, retryAt: null });
       expect(auditHead(sql, today())).toEqual({ counter: 1, sha256: await segmentSha256(body) });
       const listed = await env.AUDIT.list({ prefix: `${auditPrefix("cox", today())}` });
       expect(listed.objects.filter((o) => o.key.includes(stream)).map((o) => o.key)).toEqual([key]);
+    });
+  });
+
+  it("ISSUE23 D-064 a segment put by a pass that crashed before its commit, more events queued since: the retry prepares the same key, adopts it, and ships the rest as the next segment — each event once, the day verifies", async () => {
+    const agentId = `adopt-${crypto.randomUUID().slice(0, 8)}`;
+    const stub = env.SESSIONS.getByName(`agent:${agentId}:http:r:dm:u`);
+    await describeSession(stub);
+    await runInDurableObject(stub, async (_i, state: DurableObjectState) => {
+      const sql = createSql(state.storage.sql);
+      const stream = state.id.toString();
+      for (let i = 1; i <= 2; i++) enqueueAudit(sql, { ...event(i), agent_id: agentId });
+      // The pass puts its segment and is gone before it records anything.
+      const crashed = await putAuditSegments({ sql, bucket: env.AUDIT, stream, agentId, now: () => 1_000 });
+      expect(crashed.written.map((s) => [s.counter, s.events])).toEqual([[1, 2]]);
+      expect(outboxSize(sql)).toBe(2);
+      expect(auditHead(sql, today()).counter).toBe(0);
+      enqueueAudit(sql, { ...event(3), agent_id: agentId });
+      const r = await flushAudit({ sql, storage: state.storage, bucket: env.AUDIT, stream, agentId, now: () => 2_000 });
+      expect(r).toEqual({ flushed: 3, retryAt: null });
+      expect(outboxSize(sql)).toBe(0);
+      const keys = (await env.AUDIT.list({ prefix: auditPrefix(agentId, today()) })).objects.map((o) => o.key);
+      expect(keys).toEqual([
+        segmentKey(agentId, today(), Date.parse(event(1).ts), stream, 1),
+        segmentKey(agentId, today(), Date.parse(event(3).ts), stream, 2),
+      ]);
+      expect(auditHead(sql, today())).toEqual({
+        counter: 2,
+        sha256: await segmentSha256((await (await env.AUDIT.get(keys[1] as string))?.text()) as string),
+      });
+    });
+    const app = appFor(runConfig(uniqueHost("script"), { agentId }));
+    expect((await auditLines(app, agentId)).map((e) => e.seq)).toEqual([1, 2, 3]);
+    const verify = await call(app, "GET", `/api/admin/audit/verify?agent_id=${agentId}&date=${today()}`, undefined, ADMIN);
+    expect(verify.body).toEqual({ ok: true, segments: 2, events: 3, streams: 1 });
+  });
+
+  it("ISSUE23 D-064 an object under the segment's key that is not this segment's shorter version (another head) is not adopted: the flush fails, nothing moves", async () => {
+    const stub = env.SESSIONS.getByName(`agent:cox:http:r:dm:${crypto.randomUUID().slice(0, 8)}`);
+    await describeSession(stub);
+    await runInDurableObject(stub, async (_i, state: DurableObjectState) => {
+      const sql = createSql(state.storage.sql);
+      const stream = state.id.toString();
+      for (let i = 1; i <= 2; i++) enqueueAudit(sql, event(i));
+      const key = segmentKey("cox", today(), Date.parse(event(1).ts), stream, 1);
+      const forged = segmentBody({ stream, counter: 1, prev_sha256: "f".repeat(64), events: 1 }, [event(1)]);
+      await env.AUDIT.put(key, forged);
+      const r = await flushAudit({ sql, storage: state.storage, bucket: env.AUDIT, stream, agentId: "cox", now: () => 3_000 });
+      expect(r).toEqual({ flushed: 0, retryAt: 4_000 });
+      expect(outboxSize(sql)).toBe(2);
+      expect(auditHead(sql, today()).counter).toBe(0);
+      expect(await (await env.AUDIT.get(key))?.text()).toBe(forged);
     });
   });
 

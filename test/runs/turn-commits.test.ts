@@ -11,8 +11,8 @@ import { runObjectId } from "../../src/runs/ids";
 import { SessionDO } from "../../src/sessions/SessionDO";
 import { hasServiceCommands, noteServiceCommandsSaved, SETUP_CACHE_MS } from "../../src/storage/setup-records";
 import { runConfig, uniqueHost } from "../support/config";
-import { type Counter, startCounting } from "../support/counters";
-import { type App, appFor, call, runDetail } from "../support/runs";
+import { type Counter, quiescent, startCounting } from "../support/counters";
+import { ADMIN, ALICE, type App, appFor, call, runDetail } from "../support/runs";
 
 let counter: Counter | null = null;
 let undoPrepare: (() => void) | null = null;
@@ -99,6 +99,52 @@ describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
     // Shipped all the same: the run's final index row is in D1.
     const row = await env.DB.prepare("SELECT status FROM runs WHERE run_id = ?1").bind(runId).first<{ status: string }>();
     expect(row).toEqual({ status: "completed" });
+  });
+
+  it("ISSUE23 D-064 a fresh-session turn (POST /v1/runs, Prefer: wait), its shipping included: 4 commits — the schema; session, message, run start, watchdog and model.requested; T3; the shipping pass, alarm cleared in it — one setAlarm, one deleteAlarm, no fire", async () => {
+    const agentId = `fresh-commits-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    noteServiceCommandsSaved(agentId); // "configured" known in this isolate: no D1 read (its I/O would split T1)
+    const fresh = async (): Promise<string> => {
+      const res = await app.request(
+        "https://gateway.test/v1/runs",
+        {
+          method: "POST",
+          headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=30" },
+          body: JSON.stringify({ agent_id: agentId, message: "hello" }),
+        },
+        env,
+      );
+      const view = (await res.json()) as { id: string; status: string; output: string };
+      expect(view).toMatchObject({ status: "completed", output: "pong" });
+      return view.id;
+    };
+    await fresh(); // the isolate's schema snapshot and caches
+    const c = await countFromHere();
+    const runId = await fresh();
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
+    await quiescent(() => JSON.stringify(c.counts), 1_500);
+    const counts = { ...c.counts };
+    c.stop();
+    expect(await runInDurableObject(stub, (_i, state) => state.storage.getAlarm())).toBeNull();
+    expect({ commits: counts.commits, setAlarm: counts.alarmWrites, deleteAlarm: counts.alarmDeletes, fires: counts.alarmFires }).toEqual({
+      commits: 4,
+      setAlarm: 1,
+      deleteAlarm: 1,
+      fires: 0,
+    });
+    // Shipped whole: listed, indexed, audited, bundled.
+    const row = await env.DB.prepare("SELECT status FROM runs WHERE run_id = ?1").bind(runId).first<{ status: string }>();
+    expect(row).toEqual({ status: "completed" });
+    const audit = await call(
+      app,
+      "GET",
+      `/api/admin/audit?agent_id=${agentId}&date=${new Date().toISOString().slice(0, 10)}`,
+      undefined,
+      ADMIN,
+    );
+    expect(audit.text).toContain(`"run_id":"${runId}"`);
+    expect(await env.AUDIT.head(`agents/${agentId}/runs/${runId}/bundle.jsonl`)).not.toBeNull();
   });
 
   it("ISSUE23 a session that never asked for an environment variable reads neither env_requests nor, within SETUP_CACHE_MS, setup_records from D1", async () => {

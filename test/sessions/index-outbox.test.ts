@@ -6,7 +6,7 @@
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { outboxSize } from "../../src/audit/outbox";
+import { auditHead, outboxSize } from "../../src/audit/outbox";
 import { indexBacklog } from "../../src/sessions/index-outbox-store";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { ADMIN, appFor, call, until, waitForRun } from "../support/runs";
@@ -243,6 +243,113 @@ describe("ISSUE23 index outbox: D1 index rows ship in batches, retried until D1 
         [res.body.id, "completed"],
       ].sort(),
     );
+  }, 20_000);
+});
+
+describe("ISSUE23 D-064 the shipping pass records everything in one commit, after R2 and D1", () => {
+  it("ISSUE23 an eviction after the pass put its audit segment and before its commit, with a turn's events queued meanwhile: the next pass adopts that segment, the day verifies, every event once", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "first" }, { content: "held" }, { content: "meanwhile" }]);
+    const agentId = `obx-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(host, { agentId }));
+    const chat = chatSession(agentId, app);
+    const d1 = plan();
+    const r2 = { segments: 0, bundles: 0 };
+    await inject(chat.stub, d1, r2);
+    const first = await chat.send("first");
+    await waitForRun(app, first.body.id);
+    await until(() => drained(chat.stub));
+    expect(await inSession(chat.stub, (cx) => auditHead(cx.sql, today()).counter)).toBe(1);
+    // The next pass puts its audit segment (segment 2), then waits in D1: nothing of it is committed.
+    let release = () => {};
+    d1.hold = new Promise<void>((r) => (release = r));
+    const segmentsBefore = r2.segments;
+    const batchesBefore = d1.batches;
+    const held = await chat.send("held");
+    await waitForRun(app, held.body.id);
+    await until(async () => d1.batches > batchesBefore);
+    expect(r2.segments).toBe(segmentsBefore + 1);
+    // Meanwhile another turn queues its events behind the held pass's.
+    const meanwhile = await chat.send("meanwhile");
+    await waitForRun(app, meanwhile.body.id);
+    expect(await inSession(chat.stub, (cx) => auditHead(cx.sql, today()).counter)).toBe(1);
+    d1.ackLost = 1;
+    const evicted = evictDurableObject(chat.stub);
+    release();
+    await evicted;
+    d1.hold = null;
+    await until(async () => (await drained(chat.stub)) || ((await runDurableObjectAlarm(chat.stub)) && false), 15_000);
+    // Segment 2 is the one put before the eviction (adopted, not written again under another name); segment 3 holds
+    // the turn queued meanwhile.
+    const listedKeys = (await env.AUDIT.list({ prefix: `agents/${agentId}/audit/${today()}/` })).objects.map((o) => o.key);
+    expect(listedKeys.map((k) => k.slice(-12))).toEqual(["000001.jsonl", "000002.jsonl", "000003.jsonl"]);
+    expect(await inSession(chat.stub, (cx) => auditHead(cx.sql, today()).counter)).toBe(3);
+    const verify = await call(app, "GET", `/api/admin/audit/verify?agent_id=${agentId}&date=${today()}`, undefined, ADMIN);
+    expect(verify.body).toMatchObject({ ok: true, segments: 3, streams: 1 });
+    const lines = (await call(app, "GET", `/api/admin/audit?agent_id=${agentId}&date=${today()}`, undefined, ADMIN)).text
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { seq: number; run_id: string | null; event_type: string });
+    for (const id of [first.body.id, held.body.id, meanwhile.body.id]) {
+      const ofRun = lines.filter((e) => e.run_id === id);
+      expect(ofRun.filter((e) => e.event_type === "run.completed")).toHaveLength(1);
+      expect(new Set(ofRun.map((e) => e.seq)).size).toBe(ofRun.length);
+    }
+    expect(verify.body.events).toBe(lines.length);
+    expect(await d1Rows(chat.key, agentId)).toEqual({ sessions: 1, generations: 1, runs: 3, streams: 1 });
+  }, 20_000);
+});
+
+describe("ISSUE23 D-064 a failed audit put in a one-commit pass", () => {
+  it("ISSUE23 an R2 failure of the audit segment: the pass still records the index rows and the bundle it shipped, and the segment's exact bytes with their backoff; the retry writes that very object, every event once", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "one" }]);
+    const agentId = `obx-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(host, { agentId }));
+    const chat = chatSession(agentId, app);
+    const failing = { left: 1 };
+    await runInDurableObject(chat.stub, (instance: unknown) => {
+      const e = (instance as { env: Env }).env;
+      e.AUDIT = new Proxy(e.AUDIT, {
+        get(target, prop) {
+          if (prop === "put")
+            return (key: string, ...rest: unknown[]) =>
+              key.includes("/audit/") && failing.left-- > 0
+                ? Promise.reject(new Error("injected R2 failure"))
+                : (target.put as (...a: unknown[]) => unknown)(key, ...rest);
+          const value = Reflect.get(target, prop);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    });
+    const res = await chat.send("one");
+    await waitForRun(app, res.body.id);
+    const pending = () =>
+      inSession(
+        chat.stub,
+        (cx) => cx.sql.one<{ key: string; attempts: number }>`SELECT key, attempts FROM audit_pending WHERE id = 1` ?? null,
+      );
+    await until(async () => (await pending()) !== null);
+    const recorded = (await pending()) as { key: string; attempts: number };
+    expect(recorded.attempts).toBe(1);
+    // Everything else the pass shipped is recorded: the index rows are gone from the outbox, D1 has the run, R2 the bundle.
+    expect(await inSession(chat.stub, (cx) => [indexBacklog(cx.sql) === 0, outboxSize(cx.sql) > 0])).toEqual([true, true]);
+    expect(await d1Rows(chat.key, agentId)).toEqual({ sessions: 1, generations: 1, runs: 1, streams: 0 });
+    expect(await env.AUDIT.head(`agents/${agentId}/runs/${res.body.id}/bundle.jsonl`)).not.toBeNull();
+    expect(await env.AUDIT.head(recorded.key)).toBeNull();
+    // The retry (the backoff is 1 s) writes the recorded key, and the stream's row follows in that pass's batch.
+    await until(async () => (await drained(chat.stub)) || ((await runDurableObjectAlarm(chat.stub)) && false), 15_000);
+    const keys = (await env.AUDIT.list({ prefix: `agents/${agentId}/audit/${today()}/` })).objects.map((o) => o.key);
+    expect(keys).toEqual([recorded.key]);
+    expect(await pending()).toBeNull();
+    expect(await d1Rows(chat.key, agentId)).toEqual({ sessions: 1, generations: 1, runs: 1, streams: 1 });
+    const verify = await call(app, "GET", `/api/admin/audit/verify?agent_id=${agentId}&date=${today()}`, undefined, ADMIN);
+    expect(verify.body).toMatchObject({ ok: true, segments: 1, streams: 1 });
+    const lines = (await call(app, "GET", `/api/admin/audit?agent_id=${agentId}&date=${today()}`, undefined, ADMIN)).text
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { run_id: string | null; event_type: string });
+    expect(lines.filter((e) => e.run_id === res.body.id && e.event_type === "run.completed")).toHaveLength(1);
   }, 20_000);
 });
 
