@@ -9,7 +9,9 @@
 //
 // Phases, each profiled separately after a warm-up: N plain `POST /v1/runs`
 // with `Prefer: wait=30`; N chat turns in ONE session (`POST /v1/chat/messages`
-// then its SSE event stream to the end); N `GET /healthz`. The Worker and its
+// then its SSE event stream to the end); N turns of one conversation through
+// `POST /v1/chat/completions`, and N over one WebSocket (`GET /v1/chat/socket`,
+// a message frame per turn, until its run frame; --chat N sets both); N `GET /healthz`. The Worker and its
 // Durable Objects run in the same workerd isolate under wrangler dev (one
 // `core:user:<name>` inspector target; /json lists it), so one profile covers
 // the HTTP side and the SessionDO where runs execute.
@@ -65,6 +67,35 @@ async function benchHelpers() {
     logLevel: "silent",
   });
   return import(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0].text).toString("base64")}`);
+}
+
+/** One conversation's socket (GET /v1/chat/socket, the token as the browser-style subprotocol): `turn()` sends a message frame and resolves with its run frame. */
+async function openSocket(base, token, user) {
+  const url = `${base.replace(/^http/, "ws")}/v1/chat/socket?agent_id=main&room_id=profile-ws&user_id=${user}`;
+  const ws = new WebSocket(url, ["sophie.v1", `bearer.${Buffer.from(token).toString("base64url")}`]);
+  await new Promise((resolve, reject) => {
+    ws.addEventListener("open", resolve, { once: true });
+    ws.addEventListener("error", () => reject(new Error(`profile: could not open ${url}`)), { once: true });
+  });
+  const waiting = new Map();
+  ws.addEventListener("message", (e) => {
+    const frame = JSON.parse(String(e.data));
+    const w = waiting.get(frame.id);
+    if (!w || (frame.type !== "run" && frame.type !== "error")) return;
+    waiting.delete(frame.id);
+    if (frame.type === "run") w.resolve(frame.run);
+    else w.reject(new Error(`profile: error frame ${JSON.stringify(frame)}`));
+  });
+  let next = 0;
+  return {
+    turn() {
+      const id = `p${next++}`;
+      const done = new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));
+      ws.send(JSON.stringify({ type: "message", id, text: "hello" }));
+      return done;
+    },
+    close: () => ws.close(),
+  };
 }
 
 // ---------------------------------------------------------------- source maps
@@ -340,10 +371,33 @@ try {
     return performance.now() - t;
   };
 
+  // A long-lived conversation through the OpenAI front door (one request per turn), and one over the WebSocket route.
+  const completionsTurn = async (conversation) => {
+    const t = performance.now();
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ model: "agent:main", user: conversation, messages: [{ role: "user", content: "hello" }] }),
+    });
+    const text = await res.text();
+    if (res.status !== 200 || JSON.parse(text).object !== "chat.completion")
+      throw new Error(`profile: /v1/chat/completions ${res.status}: ${text}`);
+    return performance.now() - t;
+  };
+  const socket = await openSocket(base, apiToken, "profile");
+  const wsTurn = async () => {
+    const t = performance.now();
+    const run = await socket.turn();
+    if (run.status !== "completed") throw new Error(`profile: socket turn ended ${JSON.stringify(run).slice(0, 300)}`);
+    return performance.now() - t;
+  };
+
   for (let i = 0; i < WARMUP; i++) {
     await healthz();
     await runTurn();
     await chatTurn("warm");
+    await completionsTurn("profiled");
+    await wsTurn();
   }
 
   const list = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
@@ -360,6 +414,8 @@ try {
   const phases = [
     ["runs", TURNS, () => runTurn()],
     ["chat", CHAT, () => chatTurn("profiled")],
+    ["completions", CHAT, () => completionsTurn("profiled")],
+    ["ws", CHAT, () => wsTurn()],
     ["healthz", HEALTHZ, () => healthz()],
   ];
   for (const [name, n, fn] of phases) {
@@ -374,6 +430,7 @@ try {
   }
   await cdp.send("Profiler.disable");
   cdp.close();
+  socket.close();
 
   if (MEASURE) {
     const health = [];

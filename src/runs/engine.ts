@@ -170,7 +170,8 @@ export class RunEngine {
         if (initial.status === "queued") startRun(this.#ctx, initial);
         else countExecution(sql, initial.id);
       });
-    const run = getRun(sql, initial.id) as RunRow;
+    // Started inline, `initial` was read after the start (the drain reads it): no second read.
+    const run = startedInline ? initial : (getRun(sql, initial.id) as RunRow);
     const finish = await this.#run(run, spec);
     if (finish.status === "paused") {
       // Waiting for a human: the decision (or the approval's expiry) puts the run back in the queue.
@@ -180,22 +181,25 @@ export class RunEngine {
       return this.#stopped(run.id);
     }
     const current = getRun(sql, run.id) as RunRow;
-    if (!isTerminal(current.status)) storage.transactionSync(() => finishRun(this.#ctx, current, finish));
+    if (isTerminal(current.status)) {
+      logTurn(this.#ctx, current, finish);
+      return this.#stopped(run.id, current);
+    }
+    storage.transactionSync(() => finishRun(this.#ctx, current, finish));
     const ended = getRun(sql, run.id) as RunRow;
     logTurn(this.#ctx, ended, finish);
-    return this.#stopped(run.id);
+    return this.#stopped(run.id, ended);
   }
 
   /**
    * The run stopped (its last commit made): callers waiting for it get its row now — the output gate holds their
    * answer until that commit is durable — and the index rows are shipped after, off the caller's path.
    */
-  async #stopped(runId: string): Promise<void> {
-    const row = getRun(this.#ctx.host.sql, runId) as RunRow;
+  async #stopped(runId: string, row = getRun(this.#ctx.host.sql, runId) as RunRow): Promise<void> {
     const waiting = this.#settled.get(runId);
     this.#settled.delete(runId);
     for (const resolve of waiting ?? []) resolve(row);
-    await shipRunIndex(this.#ctx.host, runId);
+    await shipRunIndex(this.#ctx.host, runId, row.status);
   }
 
   /** Records a human decision on a pending approval and puts its run back in the queue. Expired → `expired`; decided before → `decided`. */
@@ -235,8 +239,9 @@ export class RunEngine {
       return { status: "failed", code: "internal.error", message: "the run's message is no longer in the session" };
     // A new request after an escalation starts the failure loop afresh: the user has given guidance.
     if (initial.rounds === 0 && loadFailureLoop(sql).mode === "escalated") saveFailureLoop(sql, INITIAL_FAILURE_LOOP);
-    for (;;) {
-      const run = getRun(sql, initial.id) as RunRow;
+    for (let first = true; ; first = false) {
+      // The first round works on the row `execute` has just read (nothing is awaited in between).
+      const run = first ? initial : (getRun(sql, initial.id) as RunRow);
       if (run.cancel_requested || signal.aborted) return { status: "cancelled", reason: "cancelled while running" };
       const pending = unfinishedToolCalls(sql, run.id);
       if (pending.length > 0) {

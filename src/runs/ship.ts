@@ -12,11 +12,11 @@ import { getRun } from "./store";
 
 /**
  * The run's D1 index row is shipped within the shipping window. A run that waits for an approval or has ended was
- * queued by that commit; a running one is queued here (the announcement of a run still running after
+ * queued by that commit; a running one is queued here (`status`: the run's, when the caller has just read it) (the announcement of a run still running after
  * RUNNING_INDEX_DELAY_MS: best effort, its end is queued with the commit that ends it).
  */
-export async function shipRunIndex(host: RunHost, runId: string): Promise<void> {
-  if (getRun(host.sql, runId)?.status === "running") queueIndexRow(host.sql, "run", runId);
+export async function shipRunIndex(host: RunHost, runId: string, status = getRun(host.sql, runId)?.status): Promise<void> {
+  if (status === "running") queueIndexRow(host.sql, "run", runId);
   await openShippingWindow(host.storage);
 }
 

@@ -68,26 +68,42 @@ function saveCheckpoint(cx: SessionContext, state: State, traces: readonly Notes
 
 /**
  * S4 §2 for one assistant reply: strips NOTES from the visible text, applies the patch, runs its actions, and
- * persists the new checkpoint. Malformed NOTES are traced, never fatal.
+ * persists the new checkpoint. Malformed NOTES are traced, never fatal. Returns the checkpoint as it now is.
  */
 export async function applyAssistantNotes(
   cx: SessionContext,
   identity: SessionIdentity,
   reply: string,
 ): Promise<{ visible: string; checkpoint: Checkpoint; traces: NotesTrace[]; compaction: "now" | "smart" | null }> {
-  const current = await checkpoint(cx, identity);
-  const result = processAssistantNotes(current.state, reply);
-  if (result.traces.length > 0 || result.state !== current.state) saveCheckpoint(cx, result.state, result.traces);
+  await ensureSession(cx, identity);
+  const applied = await applyReplyNotes(cx, identity, reply);
+  return { ...applied, checkpoint: await checkpoint(cx, identity) };
+}
+
+/**
+ * `applyAssistantNotes` for a run's reply in an existing session: what the run needs (the visible text, the
+ * traces), without reading the checkpoint's recent messages back — twice per reply before issue 23's third round,
+ * 20 transcript rows each, for a checkpoint the run never looked at.
+ */
+export async function applyReplyNotes(
+  cx: SessionContext,
+  identity: SessionIdentity,
+  reply: string,
+): Promise<{ visible: string; traces: NotesTrace[]; compaction: "now" | "smart" | null }> {
+  const row = readCheckpointRow(cx.sql);
+  const before = row ? State.parse(JSON.parse(row.state)) : EMPTY_STATE;
+  const result = processAssistantNotes(before, reply);
+  if (result.traces.length > 0 || result.state !== before) saveCheckpoint(cx, result.state, result.traces);
   // New decisions and the episode summary become searchable memory (S4 §5).
   const now = new Date();
-  for (const decision of result.state.decisions.filter((d) => !current.state.decisions.includes(d))) {
+  for (const decision of result.state.decisions.filter((d) => !before.decisions.includes(d))) {
     await remember(cx.sql, { kind: "decision", text: decision, from_seq: null, to_seq: null }, now);
   }
-  if (result.state.episode_summary && result.state.episode_summary !== current.state.episode_summary) {
+  if (result.state.episode_summary && result.state.episode_summary !== before.episode_summary) {
     await remember(cx.sql, { kind: "note", text: result.state.episode_summary, from_seq: null, to_seq: null }, now);
   }
   if (result.compaction) await compactNow(cx, identity, result.compaction === "now" ? 2 : DEFAULT_KEEP_TURNS);
-  return { visible: result.visible, checkpoint: await checkpoint(cx, identity), traces: result.traces, compaction: result.compaction };
+  return { visible: result.visible, traces: result.traces, compaction: result.compaction };
 }
 
 /** Admin: grants or revokes a capability (S4 §1.1; a grant removes it from pending). Audited. */

@@ -9,7 +9,7 @@ import { createLogger } from "../observability/logger";
 import { gatewayLogSink } from "../observability/r2-logs";
 import type { RunHost } from "../runs/engine";
 import { secretValuesFromEnv } from "../security/redact";
-import { applyAssistantNotes, grantedCapabilities } from "./checkpoint";
+import { applyReplyNotes, grantedCapabilities } from "./checkpoint";
 import type { SessionContext } from "./context";
 import { retrieveMemory, runHistory } from "./history";
 import { parseSessionKey } from "./keys";
@@ -49,7 +49,7 @@ export function createRunHost(cx: SessionContext, waiters: RunWaiters): RunHost 
     history: (o) => runHistory(cx, o),
     retrieveMemory: (query, bounds) => retrieveMemory(cx, query, bounds ?? DEFAULT_RETRIEVAL),
     applyNotes: async (reply) => {
-      const r = await applyAssistantNotes(cx, currentSession(cx), reply);
+      const r = await applyReplyNotes(cx, currentSession(cx), reply);
       return { visible: r.visible, traces: r.traces };
     },
     appendTranscript: (m) =>

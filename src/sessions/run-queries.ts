@@ -41,9 +41,13 @@ export interface RunDetail {
 /** A run in S3 §5's shape, with the caller that queued it (for access checks), or null. */
 export function runRecord(sql: Sql, runId: string): { view: RunView; callerId: string | null; sessionId: string } | null {
   const run = getRun(sql, runId);
-  if (!run) return null;
+  return run ? runRecordOf(sql, run) : null;
+}
+
+/** `runRecord` of a run row the caller has just read. */
+export function runRecordOf(sql: Sql, run: RunRow): { view: RunView; callerId: string | null; sessionId: string } {
   return {
-    view: runView(run, runToolExecutions(sql, runId), Date.now(), completionOf(sql, run)),
+    view: runView(run, runToolExecutions(sql, run.id), Date.now(), completionOf(sql, run)),
     callerId: run.caller_id,
     sessionId: run.session_id,
   };

@@ -3,7 +3,7 @@
  * key/value facts kept beside it (`session_meta`: creation time, the audit sequence, when the D1 index was last
  * refreshed, each generation's inline system prompt). The only module that writes SQL for these two tables.
  */
-import type { Sql } from "../storage/sql";
+import { databaseOf, type Sql } from "../storage/sql";
 
 /** The session as stored: its key, agent and current generation. */
 export interface SessionRef {
@@ -12,26 +12,63 @@ export interface SessionRef {
   sessionId: string;
 }
 
+/** The session row as read: who the session is and its S5 type (which never changes once written). */
+interface SessionRow {
+  ref: SessionRef;
+  sessionType: string;
+}
+
+/**
+ * The session row per object (keyed by its database), kept once read: a turn asks "who is this session" about a
+ * dozen times (issue 23), and the row changes only through the two writers below. A writer drops the memo and
+ * keeps it from being filled again until its synchronous step is over, so a read inside a transaction that then
+ * rolls back cannot leave a row behind that SQLite does not have. A reset object is a new instance: a new database.
+ */
+const memo = new WeakMap<object, SessionRow | typeof WRITING>();
+const WRITING = Symbol("writing");
+
+function sessionRow(sql: Sql): SessionRow | undefined {
+  const db = databaseOf(sql);
+  const known = memo.get(db);
+  if (known && known !== WRITING) return known;
+  const row = sql.one<{ session_key: string; agent_id: string; session_id: string; session_type: string }>`
+    SELECT session_key, agent_id, session_id, session_type FROM session_state WHERE id = 1`;
+  if (!row) return undefined;
+  const value = { ref: { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id }, sessionType: row.session_type };
+  if (known !== WRITING) memo.set(db, value);
+  return value;
+}
+
+/** Forgets the memo before a write to `session_state`; it may be filled again once this synchronous step is over. */
+function writing(sql: Sql): void {
+  const db = databaseOf(sql);
+  memo.set(db, WRITING);
+  queueMicrotask(() => {
+    if (memo.get(db) === WRITING) memo.delete(db);
+  });
+}
+
 /** The session row, or undefined before the session is created. */
 export function readSession(sql: Sql): SessionRef | undefined {
-  const row = sql.one<{ session_key: string; agent_id: string; session_id: string }>`
-    SELECT session_key, agent_id, session_id FROM session_state WHERE id = 1`;
-  return row && { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id };
+  const row = sessionRow(sql);
+  return row && { ...row.ref };
 }
 
 /** The stored S5 session type (undefined before the session exists). */
 export function readSessionType(sql: Sql): string | undefined {
-  return sql.one<{ session_type: string }>`SELECT session_type FROM session_state WHERE id = 1`?.session_type;
+  return sessionRow(sql)?.sessionType;
 }
 
 /** Creates the session row (once: the row's id is fixed to 1). */
 export function insertSession(sql: Sql, ref: SessionRef, sessionType: string): void {
+  writing(sql);
   sql.run`INSERT INTO session_state (id, session_key, agent_id, session_id, session_type)
           VALUES (1, ${ref.sessionKey}, ${ref.agentId}, ${ref.sessionId}, ${sessionType})`;
 }
 
 /** Points the session at another generation. */
 export function setCurrentGeneration(sql: Sql, sessionId: string): void {
+  writing(sql);
   sql.run`UPDATE session_state SET session_id = ${sessionId} WHERE id = 1`;
 }
 

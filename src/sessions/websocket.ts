@@ -22,12 +22,12 @@ import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
 import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
 import { requestCallerKey } from "../runs/caller";
-import { eventForApiCaller } from "../runs/events";
+import { eventForApiCaller, TERMINAL } from "../runs/events";
 import { getRun, isTerminal, listEvents } from "../runs/store";
 import { type SubmitContext, submitTurn } from "../runs/submit";
 import type { SessionContext } from "./context";
 import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
-import { runRecord } from "./run-queries";
+import { runRecordOf } from "./run-queries";
 import type { SessionDO } from "./SessionDO";
 import { errorFrame, parseClientFrame, type SocketMessageFrame, type SocketServerFrame } from "./socket-frames";
 
@@ -194,22 +194,24 @@ export class SessionSockets {
     const att = attachmentOf(ws);
     const followed = att?.follows.find((f) => f.run === runId);
     if (!att || !followed) return;
-    const run = getRun(this.#cx.sql, runId);
-    if (!run) return;
+    // Every run of this object is its session's agent's: the socket's grant names it, so the run's row is read only
+    // once it has ended.
+    let terminal = false;
     for (;;) {
-      const events = listEvents(this.#cx.sql, run, followed.after, 500);
+      const events = listEvents(this.#cx.sql, { id: runId, agent_id: att.agentId }, followed.after, 500);
       for (const e of events) {
         send(ws, { type: "event", id: followed.id, event: eventForApiCaller(e) });
         followed.after = e.seq;
+        terminal = TERMINAL.has(e.event_type);
       }
       if (events.length < 500) break;
     }
-    // Statuses and events are written in the same transaction, so a terminal run has no event left to send:
+    // Statuses and events are written in the same transaction, so once the terminal event is out the run has ended:
     // the run itself closes the turn, as GET /v1/runs/{run_id} shows it (its output is the assistant's reply).
-    if (isTerminal(run.status)) {
+    const run = terminal ? getRun(this.#cx.sql, runId) : undefined;
+    if (run && isTerminal(run.status)) {
       att.follows = att.follows.filter((f) => f !== followed);
-      const record = runRecord(this.#cx.sql, runId);
-      if (record) send(ws, { type: "run", id: followed.id, run: record.view });
+      send(ws, { type: "run", id: followed.id, run: runRecordOf(this.#cx.sql, run).view });
     }
     ws.serializeAttachment(att);
   }

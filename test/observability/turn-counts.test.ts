@@ -61,13 +61,13 @@ describe("ISSUE23 the counting instrument", () => {
       await Promise.resolve();
       sql.exec("INSERT INTO counted VALUES (4)");
       await env.AUDIT.head("counts-unit/none");
-      // A transactionSync opening a turn is a commit; a write after it in the same turn opens another.
+      // A transactionSync opening a turn opens its implicit transaction (one commit); a write after it in the same
+      // turn, a second transactionSync (a savepoint) and an alarm write all join that commit.
       state.storage.transactionSync(() => {
         sql.exec("INSERT INTO counted VALUES (5)");
         sql.exec("INSERT INTO counted VALUES (6)");
       });
       sql.exec("INSERT INTO counted VALUES (7)");
-      // Inside that implicit transaction: a transactionSync is a savepoint, an alarm write joins it.
       state.storage.transactionSync(() => sql.exec("INSERT INTO counted VALUES (8)"));
       await state.storage.setAlarm(Date.now() + 3_600_000);
       await env.AUDIT.head("counts-unit/none");
@@ -89,7 +89,7 @@ describe("ISSUE23 the counting instrument", () => {
       d1Writes: 2,
       sqlStatements: 10,
       sqlWrites: 9,
-      commits: 5,
+      commits: 4,
       alarmWrites: 1,
       alarmDeletes: 1,
       alarmFires: 0,

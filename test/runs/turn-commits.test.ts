@@ -1,6 +1,7 @@
 /**
- * Issue 23, what a plain turn does before its reply, counted exactly (test/support/counters.ts): the run starts in
- * the transaction that stores its message (T1 is the store-and-start commit plus the `model.requested` commit),
+ * Issue 23, what a plain turn does before its reply, counted exactly (test/support/counters.ts): the message, the
+ * run's start, its watchdog alarm and, with nothing awaited on I/O in between, the prompt manifest and
+ * `model.requested` are one commit (T1: `transactionSync` is a savepoint of the turn's implicit transaction, D-066),
  * the model's usage, the reply and the terminal state are one commit (T3), and a session that never asked for
  * an environment variable makes no D1 read for one; the agent's "configured" answer is kept per isolate.
  */
@@ -58,7 +59,7 @@ function conversation(app: App, agentId: string, user: string) {
 }
 
 describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
-  it("ISSUE23 T1 and T3: a conversation's next plain turn makes exactly 3 commits before its reply (store+start, model.requested, usage+reply+end)", async () => {
+  it("ISSUE23 T1 and T3: a conversation's next plain turn makes exactly 2 commits before its reply (store, start and model.requested; usage, reply and end)", async () => {
     const agentId = `commits-${crypto.randomUUID().slice(0, 8)}`;
     const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
     const turn = conversation(app, agentId, "commits-1");
@@ -67,7 +68,7 @@ describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
     const runId = await turn();
     const before = { ...c.counts };
     c.stop();
-    expect(before.commits).toBe(3);
+    expect(before.commits).toBe(2);
     expect(before.sqlWrites).toBeGreaterThan(0);
     // The run's lifecycle is whole and in order, with nothing written twice.
     const detail = await runDetail(app, runId);
@@ -77,6 +78,31 @@ describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
       [3, "model.requested"],
       [4, "run.completed"],
     ]);
+  });
+
+  it("ISSUE23 T1 includes the watchdog: an idle conversation's turn writes its alarm once and still makes exactly 2 commits before its reply", async () => {
+    const agentId = `watchdog-t1-${crypto.randomUUID().slice(0, 8)}`;
+    const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    const turn = conversation(app, agentId, "watchdog-1");
+    const firstId = await turn();
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(firstId) as string));
+    // Idle: the first turn's shipping pass has cleared the alarm, so this turn must arm the watchdog itself.
+    let alarm: number | null = 0;
+    for (let i = 0; i < 50 && alarm !== null; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      alarm = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    }
+    expect(alarm).toBeNull();
+    const c = await countFromHere();
+    const t0 = Date.now();
+    await turn();
+    const before = { ...c.counts };
+    c.stop();
+    expect(before.alarmWrites).toBe(1);
+    expect(before.commits).toBe(2);
+    // The watchdog is set, within WATCHDOG_MS of the turn's start, until the shipping pass settles it.
+    const armed = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    if (armed !== null) expect(armed - t0).toBeLessThanOrEqual(1_000 + (Date.now() - t0));
   });
 
   it("ISSUE23 after the timer's shipping pass, with nothing left to do, the object's alarm is cleared: no watchdog fires for an idle conversation", async () => {

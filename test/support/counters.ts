@@ -7,10 +7,13 @@
  * Commits are counted as workerd makes them (src/workerd/io/actor-sqlite.c++): the first write of an event-loop
  * turn outside `transactionSync` opens an implicit transaction that commits when the turn ends (one commit,
  * however many writes, alarm writes included — a SQLite-backed object keeps its alarm in the same database);
- * a `transactionSync` that starts outside any transaction is a commit of its own, one inside an open implicit
- * transaction is a savepoint of it. A new turn is seen from JS where JS is entered again from the event loop:
- * an R2, D1 or fetch promise settling, a timer firing, a call into a Durable Object (RPC, fetch, alarm). Those
- * are wrapped here too; a `setTimeout(0)` after each first write is the backstop (it fires in a later turn).
+ * `transactionSync` is a savepoint of that implicit transaction — workerd's `DurableObjectStorage::transactionSync`
+ * calls `notifyWrite()`, which opens the turn's implicit transaction when none is open, then `SAVEPOINT`/`RELEASE`
+ * — so it never commits on its own, and writes after it in the same turn join the same commit (D-066: before, a
+ * write after a `transactionSync` in its turn was counted as a second commit). A new turn is seen from JS where JS
+ * is entered again from the event loop: an R2, D1 or fetch promise settling, a timer firing, a call into a Durable
+ * Object (RPC, fetch, alarm). Those are wrapped here too; a `setTimeout(0)` after each first write is the backstop
+ * (it fires in a later turn).
  */
 import { env } from "cloudflare:workers";
 
@@ -219,8 +222,10 @@ export function startCounting(storage: DurableObjectStorage, alarmOwners: { prot
       "transactionSync",
       (o) =>
         function (this: DurableObjectStorage, ...a: any[]) {
+          // workerd's transactionSync is `notifyWrite()` then a SAVEPOINT: it opens the turn's implicit transaction
+          // (or is a savepoint of the one open) and never commits on its own.
+          if (txState(this.sql).explicitDepth === 0) written(this.sql);
           const s = txState(this.sql);
-          if (s.explicitDepth === 0 && !s.implicitOpen) counts.commits++;
           s.explicitDepth++;
           try {
             return o.apply(this, a);
