@@ -63,8 +63,11 @@ describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
     const agentId = `commits-${crypto.randomUUID().slice(0, 8)}`;
     const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
     const turn = conversation(app, agentId, "commits-1");
-    await turn(); // the session exists, its watchdog alarm is set and its shipping window open
+    await turn(); // the session exists
     const c = await countFromHere();
+    // The first turn's shipping pass is over (the counter counts every object's commits): only this turn's count.
+    await quiescent(() => JSON.stringify(c.counts), 1_500);
+    c.reset();
     const runId = await turn();
     const before = { ...c.counts };
     c.stop();
