@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench:profile [-- --turns N --chat N --healthz N --interval-us N --no-measure --tree DIR]`
+// `npm run bench:profile [-- --turns N --chat N --tool N --healthz N --interval-us N --no-measure --tree DIR]`
 //
 // Where a turn's CPU goes: the real Worker under `wrangler dev` (workerd, local
 // Durable Objects, R2, D1) against the offline model (scripts/local-model.mjs,
@@ -9,7 +9,9 @@
 //
 // Phases, each profiled separately after a warm-up: N plain `POST /v1/runs`
 // with `Prefer: wait=30`; N chat turns in ONE session (`POST /v1/chat/messages`
-// then its SSE event stream to the end); N `GET /healthz`. The Worker and its
+// then its SSE event stream to the end); N tool-round turns in ONE long-lived
+// conversation through `POST /v1/chat/completions` ("list files": the model
+// calls fs.list_dir, then answers from its result); N `GET /healthz`. The Worker and its
 // Durable Objects run in the same workerd isolate under wrangler dev (one
 // `core:user:<name>` inspector target; /json lists it), so one profile covers
 // the HTTP side and the SessionDO where runs execute.
@@ -41,6 +43,7 @@ const opt = (name, dflt) => {
 };
 const TURNS = opt("turns", 100);
 const CHAT = opt("chat", 50);
+const TOOL = opt("tool", 50);
 const HEALTHZ = opt("healthz", 200);
 const INTERVAL_US = opt("interval-us", 100);
 const TOP = opt("top", 30);
@@ -340,10 +343,26 @@ try {
     return performance.now() - t;
   };
 
+  // A conversation's next turn through /v1/chat/completions (user = conversation) that makes one tool round:
+  // the offline model calls fs.list_dir, then answers from its result (2 model calls, 1 tool call; the reply checked).
+  const toolTurn = async (user) => {
+    const t = performance.now();
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ model: "agent:main", user, messages: [{ role: "user", content: "list files" }] }),
+    });
+    const text = await res.text();
+    if (res.status !== 200 || !JSON.parse(text).choices?.[0]?.message?.content?.startsWith("The tool fs.list_dir worked."))
+      throw new Error(`profile: tool-round turn ${res.status}: ${text.slice(0, 300)}`);
+    return performance.now() - t;
+  };
+
   for (let i = 0; i < WARMUP; i++) {
     await healthz();
     await runTurn();
     await chatTurn("warm");
+    await toolTurn("profile-tool");
   }
 
   const list = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
@@ -360,6 +379,7 @@ try {
   const phases = [
     ["runs", TURNS, () => runTurn()],
     ["chat", CHAT, () => chatTurn("profiled")],
+    ["tool-round", TOOL, () => toolTurn("profile-tool")],
     ["healthz", HEALTHZ, () => healthz()],
   ];
   for (const [name, n, fn] of phases) {
@@ -398,10 +418,13 @@ try {
     const cpu1 = workerdCpuMs(dev.pid);
     const chat = [];
     for (let i = 0; i < 20; i++) chat.push(await chatTurn("measure"));
+    const tool = [];
+    for (let i = 0; i < 20; i++) tool.push(await toolTurn("profile-tool"));
     summary.measured = {
       healthz_median_ms: r1(median(health)),
       plain_turn_median_ms: r1(median(plain)),
       chat_turn_median_ms: r1(median(chat)),
+      tool_round_conversation_turn_median_ms: r1(median(tool)),
       turns_per_s_8_concurrent: r1(tps),
       workerd_cpu_ms_per_plain_turn: cpu0 === null ? null : r1((cpu1 - cpu0) / total),
     };
