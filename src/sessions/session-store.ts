@@ -3,7 +3,7 @@
  * key/value facts kept beside it (`session_meta`: creation time, the audit sequence, when the D1 index was last
  * refreshed, each generation's inline system prompt). The only module that writes SQL for these two tables.
  */
-import type { Sql } from "../storage/sql";
+import { databaseOf, type Sql } from "../storage/sql";
 
 /** The session as stored: its key, agent and current generation. */
 export interface SessionRef {
@@ -12,26 +12,54 @@ export interface SessionRef {
   sessionId: string;
 }
 
+/**
+ * The session row per object, kept once read (D-065: a turn with one tool round read it 32 times). Only this
+ * module writes the row: a write forgets the copy, and nothing is kept again until a timer has fired, by when
+ * the writer's transaction has committed or rolled back — a rolled-back write is never remembered.
+ */
+const kept = new WeakMap<object, { ref: SessionRef; type: string }>();
+const writing = new WeakSet<object>();
+
+function forget(sql: Sql): void {
+  const db = databaseOf(sql);
+  kept.delete(db);
+  writing.add(db);
+  setTimeout(() => writing.delete(db), 0);
+}
+
+function sessionRow(sql: Sql): { ref: SessionRef; type: string } | undefined {
+  const db = databaseOf(sql);
+  const hit = kept.get(db);
+  if (hit) return hit;
+  const row = sql.one<{ session_key: string; agent_id: string; session_id: string; session_type: string }>`
+    SELECT session_key, agent_id, session_id, session_type FROM session_state WHERE id = 1`;
+  if (!row) return undefined;
+  const found = { ref: { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id }, type: row.session_type };
+  if (!writing.has(db)) kept.set(db, found);
+  return found;
+}
+
 /** The session row, or undefined before the session is created. */
 export function readSession(sql: Sql): SessionRef | undefined {
-  const row = sql.one<{ session_key: string; agent_id: string; session_id: string }>`
-    SELECT session_key, agent_id, session_id FROM session_state WHERE id = 1`;
-  return row && { sessionKey: row.session_key, agentId: row.agent_id, sessionId: row.session_id };
+  const ref = sessionRow(sql)?.ref;
+  return ref && { ...ref };
 }
 
 /** The stored S5 session type (undefined before the session exists). */
 export function readSessionType(sql: Sql): string | undefined {
-  return sql.one<{ session_type: string }>`SELECT session_type FROM session_state WHERE id = 1`?.session_type;
+  return sessionRow(sql)?.type;
 }
 
 /** Creates the session row (once: the row's id is fixed to 1). */
 export function insertSession(sql: Sql, ref: SessionRef, sessionType: string): void {
+  forget(sql);
   sql.run`INSERT INTO session_state (id, session_key, agent_id, session_id, session_type)
           VALUES (1, ${ref.sessionKey}, ${ref.agentId}, ${ref.sessionId}, ${sessionType})`;
 }
 
 /** Points the session at another generation. */
 export function setCurrentGeneration(sql: Sql, sessionId: string): void {
+  forget(sql);
   sql.run`UPDATE session_state SET session_id = ${sessionId} WHERE id = 1`;
 }
 

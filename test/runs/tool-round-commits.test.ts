@@ -102,6 +102,7 @@ describe("ISSUE23 a tool round's commits before its reply (D-065)", () => {
     const agentId = `tool-commits-${crypto.randomUUID().slice(0, 8)}`;
     const app = appFor(runConfig(host, { agentId, agent: { tools: { allow: ["test.echo"] } } }));
     const { runId, counts } = await countSecondTurn(conversation(app, agentId, "tool-commits-1"));
+    console.log(`ISSUE23_TOOL_ROUND_COUNTS ${JSON.stringify(counts)}`);
     expect(counts.commits).toBe(5);
     expect(counts.alarmWrites).toBe(1);
     // The round is whole: 1 tool call, run once, its result sent back to the model, and the lifecycle in order.

@@ -51,7 +51,8 @@ describe("ISSUE23 a fresh object's first plain turn", () => {
     // D-061: the run started in its storing transaction and ended in one, no env read for a generation that never
     // asked, the bundle marks in one commit, and no watchdog alarm run after the timer's pass: 166 in 130. D-062: the
     // job-notification, channel-reply and automation-completion tables are lazy, so no pass reads them: 154 in 121.
-    expect(m).toEqual({ statements: 154, execs: 121 });
+    // D-065: the session row is kept per object once read (it was read again by every step that names the session): 148 in 115.
+    expect(m).toEqual({ statements: 148, execs: 115 });
     expect(
       await runInDurableObject(stubFor(name), (_i: unknown, state: DurableObjectState) => tables(createSql(state.storage.sql))),
     ).toEqual([]);
