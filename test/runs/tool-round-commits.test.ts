@@ -11,6 +11,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { validateRunLog } from "../../src/runs/events";
 import { runObjectId } from "../../src/runs/ids";
 import { SessionDO } from "../../src/sessions/SessionDO";
+import { insertSession, readSession, readSessionType, setCurrentGeneration } from "../../src/sessions/session-store";
+import { createSql } from "../../src/storage/sql";
 import { tools } from "../../src/tools/registry";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { type Counter, quiescent, startCounting } from "../support/counters";
@@ -188,5 +190,28 @@ describe("ISSUE23 a tool round's commits before its reply (D-065)", () => {
       "model.requested",
       "run.completed",
     ]);
+  });
+});
+
+describe("ISSUE23 the session row kept per object (D-065)", () => {
+  it("ISSUE23 a generation switch is read at once; a switch rolled back is never remembered", async () => {
+    const stub = env.SESSIONS.getByName(`kept-row-${crypto.randomUUID()}`);
+    await runInDurableObject(stub, (_i, state) => {
+      const sql = createSql(state.storage.sql);
+      const ref = { sessionKey: "agent:main:api:kept:u", agentId: "main", sessionId: "ses_a" };
+      state.storage.transactionSync(() => insertSession(sql, ref, "ordinary"));
+      expect(readSession(sql)).toEqual(ref);
+      setCurrentGeneration(sql, "ses_b");
+      expect(readSession(sql)?.sessionId).toBe("ses_b");
+      expect(() =>
+        state.storage.transactionSync(() => {
+          setCurrentGeneration(sql, "ses_c");
+          expect(readSession(createSql(state.storage.sql))?.sessionId).toBe("ses_c");
+          throw new Error("rolled back");
+        }),
+      ).toThrow("rolled back");
+      expect(readSession(sql)?.sessionId).toBe("ses_b");
+      expect(readSessionType(sql)).toBe("ordinary");
+    });
   });
 });
