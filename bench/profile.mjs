@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench:profile [-- --turns N --chat N --healthz N --interval-us N --no-measure --tree DIR]`
+// `npm run bench:profile [-- --turns N --chat N --tool N --healthz N --interval-us N --no-measure --tree DIR]`
 //
 // Where a turn's CPU goes: the real Worker under `wrangler dev` (workerd, local
 // Durable Objects, R2, D1) against the offline model (scripts/local-model.mjs,
@@ -11,7 +11,10 @@
 // with `Prefer: wait=30`; N chat turns in ONE session (`POST /v1/chat/messages`
 // then its SSE event stream to the end); N turns of one conversation through
 // `POST /v1/chat/completions`, and N over one WebSocket (`GET /v1/chat/socket`,
-// a message frame per turn, until its run frame; --chat N sets both); N `GET /healthz`. The Worker and its
+// a message frame per turn, until its run frame; --chat N sets both); N tool-round
+// turns in ONE long-lived conversation through `POST /v1/chat/completions`
+// ("list files": the model calls fs.list_dir, then answers from its result);
+// N `GET /healthz`. The Worker and its
 // Durable Objects run in the same workerd isolate under wrangler dev (one
 // `core:user:<name>` inspector target; /json lists it), so one profile covers
 // the HTTP side and the SessionDO where runs execute.
@@ -43,6 +46,7 @@ const opt = (name, dflt) => {
 };
 const TURNS = opt("turns", 100);
 const CHAT = opt("chat", 50);
+const TOOL = opt("tool", 50);
 const HEALTHZ = opt("healthz", 200);
 const INTERVAL_US = opt("interval-us", 100);
 const TOP = opt("top", 30);
@@ -391,6 +395,20 @@ try {
     if (run.status !== "completed") throw new Error(`profile: socket turn ended ${JSON.stringify(run).slice(0, 300)}`);
     return performance.now() - t;
   };
+  // A conversation's next turn through /v1/chat/completions (user = conversation) that makes one tool round:
+  // the offline model calls fs.list_dir, then answers from its result (2 model calls, 1 tool call; the reply checked).
+  const toolTurn = async (user) => {
+    const t = performance.now();
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ model: "agent:main", user, messages: [{ role: "user", content: "list files" }] }),
+    });
+    const text = await res.text();
+    if (res.status !== 200 || !JSON.parse(text).choices?.[0]?.message?.content?.startsWith("The tool fs.list_dir worked."))
+      throw new Error(`profile: tool-round turn ${res.status}: ${text.slice(0, 300)}`);
+    return performance.now() - t;
+  };
 
   for (let i = 0; i < WARMUP; i++) {
     await healthz();
@@ -398,6 +416,7 @@ try {
     await chatTurn("warm");
     await completionsTurn("profiled");
     await wsTurn();
+    await toolTurn("profile-tool");
   }
 
   const list = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
@@ -416,6 +435,7 @@ try {
     ["chat", CHAT, () => chatTurn("profiled")],
     ["completions", CHAT, () => completionsTurn("profiled")],
     ["ws", CHAT, () => wsTurn()],
+    ["tool-round", TOOL, () => toolTurn("profile-tool")],
     ["healthz", HEALTHZ, () => healthz()],
   ];
   for (const [name, n, fn] of phases) {
@@ -455,10 +475,13 @@ try {
     const cpu1 = workerdCpuMs(dev.pid);
     const chat = [];
     for (let i = 0; i < 20; i++) chat.push(await chatTurn("measure"));
+    const tool = [];
+    for (let i = 0; i < 20; i++) tool.push(await toolTurn("profile-tool"));
     summary.measured = {
       healthz_median_ms: r1(median(health)),
       plain_turn_median_ms: r1(median(plain)),
       chat_turn_median_ms: r1(median(chat)),
+      tool_round_conversation_turn_median_ms: r1(median(tool)),
       turns_per_s_8_concurrent: r1(tps),
       workerd_cpu_ms_per_plain_turn: cpu0 === null ? null : r1((cpu1 - cpu0) / total),
     };

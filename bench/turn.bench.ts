@@ -67,6 +67,55 @@ export async function prepare(_quick: boolean): Promise<Prepared> {
   return { ...gateway, apiToken, adminToken };
 }
 
+/** The message that makes the offline model call one tool (`fs.list_dir`), and the start of its reply after the result. */
+export const TOOL_MESSAGE = "list files";
+export const TOOL_REPLY = "The tool fs.list_dir worked.";
+
+/**
+ * Tool-round turns in 8 long-lived conversations, like the peer's (one tool call in a conversation that stays
+ * open): `turn(c)` is conversation c's next turn (resolving its run id). Every turn is checked: its reply is the
+ * one the model gives after the tool's result, and the model server saw exactly 2 calls per turn (the one that
+ * asked for the tool, the one that answered after it), counted over the whole phase. The warm-up turns are also
+ * read back (`toolCalls`, outside the timing): exactly 1 tool call each.
+ */
+export async function toolRoundConversations(o: {
+  endpoint: string;
+  quick: boolean;
+  n: number;
+  seconds: number;
+  group: number;
+  calls: number[];
+  turn: (conversation: number) => Promise<string>;
+  toolCalls?: (runId: string) => Promise<number>;
+}): Promise<Record<string, unknown>> {
+  const warm = await Promise.all(Array.from({ length: CONCURRENCY }, (_, c) => o.turn(c)));
+  if (o.toolCalls)
+    for (const id of warm) {
+      const made = await o.toolCalls(id);
+      if (made !== 1) throw new Error(`turn bench: tool-round run ${id} made ${made} tool calls, expected 1`);
+    }
+  let turns = 0;
+  const counted = (c: number) => {
+    turns++;
+    return o.turn(c);
+  };
+  o.calls.length = 0;
+  const seq = o.quick ? null : await sequential(o.n, o.group, () => counted(0));
+  const conc = await closedLoop({ concurrency: CONCURRENCY, seconds: o.quick ? 1 : o.seconds, group: o.group, once: (c) => counted(c) });
+  if (o.calls.length !== 2 * turns)
+    throw new Error(`turn bench: ${turns} tool-round turns made ${o.calls.length} model calls, expected ${2 * turns} (2 each)`);
+  o.calls.length = 0;
+  return {
+    endpoint: o.endpoint,
+    message: TOOL_MESSAGE,
+    turns_per_s_8_concurrent: conc.per_s,
+    turns_checked: turns,
+    model_calls_per_turn: 2,
+    concurrent: { ...latencySummary(conc.latency), seconds: conc.seconds, workerd_cpu_ms_per_turn: conc.workerd_cpu_ms_per_op },
+    ...(seq ? { sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_turn: seq.workerd_cpu_ms_per_op } } : {}),
+  };
+}
+
 export async function run(quick: boolean, prepared?: Promise<Prepared>) {
   const n = quick ? 8 : 100;
   const warmup = quick ? 3 : 20;
@@ -169,18 +218,21 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
     // 8 concurrent conversations, each in its own long-lived session (as the peer's conversations are), through
     // the two conversational front doors: POST /v1/chat/completions with `user` (one request answers the turn),
     // and POST /v1/chat/messages + its event stream (two requests). Plain turns ("hello": 1 model call).
-    async function openAiTurn(conversation: string): Promise<void> {
+    /** One turn of a conversation through /v1/chat/completions, its reply checked; resolves the run id. */
+    async function completionTurn(conversation: string, content: string, reply: string): Promise<string> {
       const res = await fetch(`${base}/v1/chat/completions`, {
         method: "POST",
         headers: auth,
-        body: JSON.stringify({ model: "agent:main", user: conversation, messages: [{ role: "user", content: "hello" }] }),
+        body: JSON.stringify({ model: "agent:main", user: conversation, messages: [{ role: "user", content }] }),
       });
       const text = await res.text();
       if (res.status !== 200) throw new Error(`turn bench: POST /v1/chat/completions answered ${res.status}: ${text}`);
       const body = JSON.parse(text) as { object: string; choices: { message: { content: string }; finish_reason: string }[] };
-      if (body.object !== "chat.completion" || !body.choices[0]?.message.content.startsWith("Hello from the offline model"))
+      if (body.object !== "chat.completion" || !body.choices[0]?.message.content.startsWith(reply))
         throw new Error(`turn bench: /v1/chat/completions did not answer the turn: ${text.slice(0, 300)}`);
+      return res.headers.get("x-run-id") ?? "";
     }
+    const openAiTurn = (conversation: string) => completionTurn(conversation, "hello", "Hello from the offline model").then(() => {});
     async function chatMessagesTurn(conversation: string): Promise<void> {
       const res = await fetch(`${base}/v1/chat/messages`, {
         method: "POST",
@@ -210,6 +262,20 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
         ...(seq ? { sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_turn: seq.workerd_cpu_ms_per_op } } : {}),
       };
     }
+    conversations.openai_tool_round = await toolRoundConversations({
+      endpoint: "POST /v1/chat/completions (user = conversation), one tool call per turn",
+      quick,
+      n,
+      seconds,
+      group,
+      calls,
+      turn: (c) => completionTurn(`tool-round-${c}`, TOOL_MESSAGE, TOOL_REPLY),
+      // Outside the timing: the run of a warm-up turn, as GET /v1/runs/{run_id} answers it.
+      toolCalls: async (runId) => {
+        const res = await fetch(`${base}/v1/runs/${runId}`, { headers: { authorization: auth.authorization } });
+        return ((await res.json()) as RunView).tool_calls;
+      },
+    });
     result.conversations = conversations;
     calls.length = 0;
 

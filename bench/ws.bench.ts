@@ -1,11 +1,12 @@
 // The WebSocket conversation route (issue 23, docs/api.md "WebSocket conversations") beside the HTTP front door,
 // in the same sitting: 8 concurrent conversations, each one long-lived session with one socket open into it (as the
-// Agents SDK peer's conversations are), plain turns ("hello": 1 model call) against the offline zero-latency model.
+// Agents SDK peer's conversations are), plain turns ("hello": 1 model call) against the offline zero-latency model,
+// then tool-round turns in the same socket conversations ("list files": 1 tool call, 2 model calls, each checked).
 // A socket turn is one `message` frame, answered when its `run` frame arrives (after run.completed). The same
 // phases run through POST /v1/chat/completions (user = conversation), the figure the issue sets the socket beside.
 // The gateway, model and token are turn.bench.ts's set-up.
 import { closedLoop, latencySummary, sequential } from "./support/devserver";
-import { type Prepared, prepare } from "./turn.bench";
+import { type Prepared, prepare, TOOL_MESSAGE, TOOL_REPLY, toolRoundConversations } from "./turn.bench";
 
 const CONCURRENCY = 8;
 const REPLY = "Hello from the offline model";
@@ -13,7 +14,7 @@ const REPLY = "Hello from the offline model";
 interface RunFrame {
   type: "run";
   id: string;
-  run: { id: string; status: string; output: string };
+  run: { id: string; status: string; output: string; tool_calls: number };
 }
 
 /** One conversation's socket: sends a message frame and resolves with its `run` frame. */
@@ -50,14 +51,15 @@ class Conversation {
     return new Conversation(ws);
   }
 
-  /** One plain turn over the socket, checked. */
-  async turn(): Promise<void> {
+  /** One turn over the socket, checked (its reply, and its tool calls from the `run` frame); resolves the run id. */
+  async turn(text = "hello", reply = REPLY, toolCalls = 0): Promise<string> {
     const id = `t${this.#next++}-${Math.random().toString(36).slice(2, 10)}`;
     const done = new Promise<RunFrame>((resolve, reject) => this.#pending.set(id, { resolve, reject }));
-    this.#ws.send(JSON.stringify({ type: "message", id, text: "hello" }));
+    this.#ws.send(JSON.stringify({ type: "message", id, text }));
     const { run } = await done;
-    if (run.status !== "completed" || !run.output.startsWith(REPLY))
+    if (run.status !== "completed" || !run.output.startsWith(reply) || run.tool_calls !== toolCalls)
       throw new Error(`ws bench: turn ended ${JSON.stringify(run).slice(0, 300)}`);
+    return run.id;
   }
 
   close(): void {
@@ -108,6 +110,18 @@ export async function run(quick: boolean, prepared?: Promise<Prepared>) {
         sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_turn: seq.workerd_cpu_ms_per_op },
       };
     }
+    // Tool-round turns (1 tool call, 2 model calls each, checked) as the next turns of the same 8 socket conversations
+    // (8 more sockets would pass the caller's limit of open event streams, `limits.maxOpenStreamsPerCaller`).
+    const toolSockets = sockets;
+    result.websocket_tool_round = await toolRoundConversations({
+      endpoint: "GET /v1/chat/socket, one socket per conversation, one tool call per turn",
+      quick,
+      n,
+      seconds,
+      group,
+      calls: gateway.model.calls,
+      turn: (c) => (toolSockets[c] as Conversation).turn(TOOL_MESSAGE, TOOL_REPLY, 1),
+    });
     const rate = (name: string) => (result[name] as { turns_per_s_8_concurrent: number }).turns_per_s_8_concurrent;
     result.websocket_to_openai_ratio = Math.round((rate("websocket") / rate("openai_chat_completions")) * 100) / 100;
     ok = true;

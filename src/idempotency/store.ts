@@ -69,16 +69,21 @@ export function canonicalJson(value: unknown): string {
   );
 }
 
-/** Looks a key up and, when it is free, records it as in flight. Synchronous: call it with nothing awaited in between. */
-export function begin(sql: Sql, scope: string, key: string, hash: string, now: number): Begin {
+/** Looks a key up without writing: what `begin` would answer, or null when the key is free. */
+export function peek(sql: Sql, scope: string, key: string, hash: string, now: number): Exclude<Begin, { kind: "new" }> | null {
   const row = sql.one<Row>`SELECT request_sha256, status, response, created_at, completed_at, expires_at
                            FROM idempotency WHERE scope = ${scope} AND key = ${key}`;
   const live = row && !(row.status === "done" && row.expires_at !== null && row.expires_at <= now);
-  if (live) {
-    if (row.request_sha256 !== hash) return { kind: "mismatch" };
-    if (row.status === "in_flight") return { kind: "in_flight", since: row.created_at };
-    return { kind: "replay", response: row.response ?? "", completedAt: row.completed_at ?? row.created_at };
-  }
+  if (!live) return null;
+  if (row.request_sha256 !== hash) return { kind: "mismatch" };
+  if (row.status === "in_flight") return { kind: "in_flight", since: row.created_at };
+  return { kind: "replay", response: row.response ?? "", completedAt: row.completed_at ?? row.created_at };
+}
+
+/** Looks a key up and, when it is free, records it as in flight. Synchronous: call it with nothing awaited in between. */
+export function begin(sql: Sql, scope: string, key: string, hash: string, now: number): Begin {
+  const found = peek(sql, scope, key, hash, now);
+  if (found) return found;
   sql.run`INSERT INTO idempotency (scope, key, request_sha256, status, created_at) VALUES (${scope}, ${key}, ${hash}, 'in_flight', ${now})
           ON CONFLICT (scope, key) DO UPDATE SET request_sha256 = excluded.request_sha256, status = 'in_flight', response = NULL,
             created_at = excluded.created_at, completed_at = NULL, expires_at = NULL`;
@@ -89,6 +94,15 @@ export function begin(sql: Sql, scope: string, key: string, hash: string, now: n
 export function complete(sql: Sql, scope: string, key: string, response: string, now: number, retentionMs: number): void {
   sql.run`UPDATE idempotency SET status = 'done', response = ${response}, completed_at = ${now}, expires_at = ${now + retentionMs}
           WHERE scope = ${scope} AND key = ${key}`;
+}
+
+/** A key's answer recorded at once, for work that kept no in-flight record (as `begin` then `complete`, in one statement). */
+export function recordDone(sql: Sql, scope: string, key: string, hash: string, response: string, now: number, retentionMs: number): void {
+  sql.run`INSERT INTO idempotency (scope, key, request_sha256, status, response, created_at, completed_at, expires_at)
+          VALUES (${scope}, ${key}, ${hash}, 'done', ${response}, ${now}, ${now}, ${now + retentionMs})
+          ON CONFLICT (scope, key) DO UPDATE SET request_sha256 = excluded.request_sha256, status = 'done',
+            response = excluded.response, created_at = excluded.created_at, completed_at = excluded.completed_at,
+            expires_at = excluded.expires_at`;
 }
 
 /** Forgets an in-flight key whose work failed before it could have had an effect. */

@@ -43,9 +43,9 @@ export async function modelRound(
     commitRunEnd(ctx, run, ending.finish, ending.reply, () => commitModelReply(ctx, run, round, called.answer, reply));
     return ending.finish;
   }
-  commitModelReply(ctx, run, round, called.answer, reply);
+  // The call's usage and traces commit with the tool plan: one commit for the round before its tools (D-065).
   const plan = await callsToPlan(ctx, run, spec, round, reply);
-  commitToolPlan(ctx, run, spec, { round, visible: reply.visible, ...plan });
+  commitToolPlan(ctx, run, spec, { round, visible: reply.visible, ...plan }, () => commitModelReply(ctx, run, round, called.answer, reply));
   logRound(ctx, run);
   return undefined;
 }

@@ -4,8 +4,10 @@
  * - before the network: the retrieval traces, then `commitModelRequested` — manifest, `model.requested`,
  *   `llm_req` — in one transaction (issue 23's T1 for a plain turn, with the run's message and row);
  * - during the call: the stream trace, or the failed call's `llm_done`;
- * - after the model: `commitModelReply` — usage, `llm_done`, NOTES traces — then either the reply
- *   (`storeReply`, the run's terminal state follows in lifecycle.ts) or the tool plan (`commitToolPlan`).
+ * - after the model: `commitModelReply` — usage, `llm_done`, NOTES traces — in one transaction with either the
+ *   reply and the run's terminal state (`commitRunEnd`) or the tool plan (`commitToolPlan`);
+ * - after each tool: its result (tool-round.ts), in the transaction that also opens the next round when nothing
+ *   is awaited in between (a read-only call's `started` mark and idempotency record join it, D-065).
  * What is shipped outside the object afterwards (D1 index rows) is in ship.ts.
  */
 import { redactText, secretValuesFromEnv } from "../security/redact";
@@ -119,20 +121,23 @@ export function commitRunEnd(
 }
 
 /**
- * The tool plan, in one transaction: the assistant message, each call planned with its `tool.call` event,
- * the calls a cap refused closed at once, the `tool_plan` trace and the run's round and call counters.
+ * The tool plan, in one transaction with `writes` (the model call's usage and traces): the assistant message,
+ * each call planned with its `tool.call` event, the calls a cap refused closed at once, the `tool_plan` trace
+ * and the run's round and call counters.
  */
 export function commitToolPlan(
   ctx: RunContext,
   run: RunRow,
   spec: RunSpec,
   p: { round: number; visible: string; calls: AskedCall[]; limits: ToolLimitSplit<number> },
+  writes?: () => void,
 ): void {
   const { sql, storage } = ctx.host;
   const { round, calls } = p;
   const secrets = secretValuesFromEnv(ctx.host.env);
   const refusedAt = new Map(p.limits.refused.map((r) => [r.call, r]));
   storage.transactionSync(() => {
+    writes?.();
     const seq = ctx.host.appendTranscript({ role: "assistant", content: p.visible, runId: run.id });
     const seen = new Set<string>();
     const refused: OverLimit[] = [];

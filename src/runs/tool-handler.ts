@@ -3,7 +3,7 @@
  * a finished call return its stored outcome instead of running the tool again, and the handler itself under
  * the request's timeout and the run's cancellation.
  */
-import { abandon, type Begin, begin, canonicalJson, complete, requestHash } from "../idempotency/store";
+import { abandon, type Begin, begin, canonicalJson, complete, peek, recordDone, requestHash } from "../idempotency/store";
 import { sha256Hex } from "../prompts/hash";
 import { clampTimeout, ToolRequest } from "../tools/envelope";
 import { invokeTool, type ToolDefinition, type ToolOutcome } from "../tools/registry";
@@ -42,19 +42,40 @@ export interface HandlerRun {
   honeypotReserved?: boolean;
 }
 
+/** A handler's outcome, and what is left to write in the call's result transaction (a deferred call's record). */
+export interface HandlerRan {
+  outcome: ToolOutcome;
+  record?: () => void;
+}
+
 /**
  * The handler, recorded in the session's idempotency store (DESIGN "Idempotency": the store of tool
  * callbacks serves run tool calls too) under `tool:<name>` and `<run>:<round>:<tool_call_id>` — model
  * tool call ids repeat across runs. An outcome stored there (the call finished but the run's own record
  * of it did not survive a crash) is replayed instead of running the tool again.
+ *
+ * `start` is what must be durable before the handler runs (the call marked `started`): it commits with the
+ * in-flight record, in one transaction. With `deferred` (a read-only call, which is run again after a crash
+ * anyway) nothing is written before the handler: the record comes back as `record`, for the caller to write in
+ * the call's result transaction (D-065: one commit per call fewer).
  */
-export async function runHandler(ctx: RunContext, h: HandlerRun): Promise<ToolOutcome> {
+export async function runHandler(ctx: RunContext, h: HandlerRun, o: { start?: () => void; deferred?: boolean } = {}): Promise<HandlerRan> {
   const { sql, storage } = ctx.host;
   const scope = `tool:${h.def.name}`;
   const key = `${h.request.run_id}:${h.call.round}:${h.call.tool_call_id}`;
   const hash = await requestHash(canonicalJson(h.request.input));
+  const retention = h.spec.idempotencyRetentionMs ?? DEFAULT_TOOL_RETENTION_MS;
+  if (o.deferred) {
+    const found = peek(sql, scope, key, hash, Date.now());
+    if (found?.kind === "replay") return { outcome: JSON.parse(found.response) as ToolOutcome };
+    const outcome = await invokeHandler(ctx, h);
+    // Replaces an in-flight record an interrupted attempt may have left.
+    const record = () => recordDone(sql, scope, key, hash, JSON.stringify(outcome), Date.now(), retention);
+    return { outcome, record };
+  }
   let stored: Begin = { kind: "new" };
   storage.transactionSync(() => {
+    o.start?.();
     stored = begin(sql, scope, key, hash, Date.now());
     if (stored.kind === "in_flight") {
       // Left by an interrupted attempt that the engine has decided to run again (read_only): start afresh.
@@ -63,10 +84,10 @@ export async function runHandler(ctx: RunContext, h: HandlerRun): Promise<ToolOu
     }
   });
   const first = stored as Begin;
-  if (first.kind === "replay") return JSON.parse(first.response) as ToolOutcome;
+  if (first.kind === "replay") return { outcome: JSON.parse(first.response) as ToolOutcome };
   const outcome = await invokeHandler(ctx, h);
-  complete(sql, scope, key, JSON.stringify(outcome), Date.now(), h.spec.idempotencyRetentionMs ?? DEFAULT_TOOL_RETENTION_MS);
-  return outcome;
+  complete(sql, scope, key, JSON.stringify(outcome), Date.now(), retention);
+  return { outcome };
 }
 
 /** The handler under the request's timeout and the run's cancellation; a throw becomes internal.error. */

@@ -2,7 +2,8 @@
  * A tool round: the run's planned calls executed in order, each gated first (gate.ts), marked `started`
  * before its handler runs and `done` with its result after, in one transaction with its transcript copy,
  * `tool.result` event, trace and failure-loop step (S4 §7). A call found `started` on resume had its effect,
- * or not, and is never run again (read-only tools excepted). When the failure loop escalates, the calls left
+ * or not, and is never run again (read-only tools excepted). A read-only call, which is run again after a crash
+ * whatever its mark says, writes its `started` mark and idempotency record with its result instead (D-065). When the failure loop escalates, the calls left
  * are closed unrun and the run completes asking the user for guidance.
  */
 import { redactText, secretValuesFromEnv } from "../security/redact";
@@ -28,11 +29,15 @@ import {
 } from "./store";
 import { requestEnvelope, runHandler } from "./tool-handler";
 
-/** How one call ended: its outcome, the decision that gated it, and whether it was an interrupted call not repeated. */
+/**
+ * How one call ended: its outcome, the decision that gated it, whether it was an interrupted call not repeated,
+ * and the writes a read-only call left for its result's transaction (its `started` mark and idempotency record).
+ */
 interface CallEnd {
   outcome: ToolOutcome;
   decision: GateDecision | null;
   replay: boolean;
+  deferred?: () => void;
 }
 
 /** Runs the unfinished calls of the run in order. Returns a finish when the run pauses, is cancelled or escalates. */
@@ -69,29 +74,41 @@ async function runCall(
   request: ToolRequest,
   signal: AbortSignal,
 ): Promise<CallEnd | undefined> {
-  const { sql, storage, env } = ctx.host;
+  const { sql, env } = ctx.host;
   const def = ctx.registry.get(call.tool);
   const recorded: GateDecision | null = call.decision ? (JSON.parse(call.decision) as GateDecision) : null;
   if (call.status === "started") {
     // Interrupted after the handler began: run again only what cannot have had an effect.
     if (def?.risk === "read_only")
-      return { outcome: await runHandler(ctx, { request, call, def, signal, spec }), decision: recorded, replay: false };
+      return { outcome: (await runHandler(ctx, { request, call, def, signal, spec })).outcome, decision: recorded, replay: false };
     const message = "the gateway was interrupted while this call ran; it was not repeated, so its effect is unknown";
     return { outcome: { ok: false, error: { code: "internal.error", message } }, decision: recorded, replay: true };
   }
   const verdict = await gate(ctx, run, spec, call);
   if (verdict.paused) return undefined;
   if (verdict.outcome) return { outcome: verdict.outcome, decision: verdict.decision, replay: false };
-  storage.transactionSync(() => {
-    markToolStarted(sql, { runId: run.id, round: call.round, toolCallId: call.tool_call_id }, new Date().toISOString());
-    appendTrace(sql, run.id, "tool_start", { tool: call.tool, tool_call_id: call.tool_call_id });
-  });
+  // A call that may have an effect is marked `started` durably before its handler runs (never run twice); a
+  // read-only one is run again after a crash anyway, so its mark waits for its result's commit (D-065).
+  const deferred = (def as ToolDefinition).risk === "read_only";
+  const startedAt = Date.now();
+  const start = () => {
+    markToolStarted(sql, { runId: run.id, round: call.round, toolCallId: call.tool_call_id }, new Date(startedAt).toISOString());
+    appendTrace(sql, run.id, "tool_start", { tool: call.tool, tool_call_id: call.tool_call_id }, startedAt);
+  };
   const reserved = verdict.honeypotSend !== undefined;
-  const outcome = await runHandler(ctx, { request, call, def: def as ToolDefinition, signal, spec, honeypotReserved: reserved });
+  const h = { request, call, def: def as ToolDefinition, signal, spec, honeypotReserved: reserved };
+  const ran = await runHandler(ctx, h, deferred ? { deferred } : { start });
+  const { outcome } = ran;
   // A honeypot send that certainly did not go out gives its place under the rate limits back.
   if (reserved && !outcome.ok && sendCertainlyFailed(outcome.error.code))
     await releaseHoneypotSend(env.DB, verdict.honeypotSend as number).catch(() => {});
-  return { outcome, decision: verdict.decision, replay: false };
+  const later = deferred
+    ? () => {
+        start();
+        ran.record?.();
+      }
+    : undefined;
+  return { outcome, decision: verdict.decision, replay: false, ...(later ? { deferred: later } : {}) };
 }
 
 /** A call's result as stored: redacted output, error and summary, and the validated S3 §1.2 response. */
@@ -142,6 +159,10 @@ function commitToolResult(
     });
   const errorText = error ? `${error.code}: ${error.message}` : undefined;
   let escalated: Finish | undefined;
+  // Written outside transactionSync, a read-only call's `started` mark and idempotency record open this event-loop
+  // turn's implicit transaction: the result below, and the next round's `model.requested` when nothing real is
+  // awaited before it, join it as savepoints — one commit, as a side-effect call's `complete` write makes it.
+  end.deferred?.();
   storage.transactionSync(() => {
     finishToolCall(
       sql,

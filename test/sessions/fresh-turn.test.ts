@@ -53,9 +53,9 @@ describe("ISSUE23 a fresh object's first plain turn", () => {
     // job-notification, channel-reply and automation-completion tables are lazy, so no pass reads them: 154 in 121.
     // D-064: the shipping pass records in one commit — no `audit_pending` row written and read back before the put,
     // the outbox rows of a segment deleted by one range statement instead of one per event: 146 in 113.
-    // D-066: the session row read once per object, not a dozen times per turn, the run's row not read again where the
-    // engine has just read it, and a reply's NOTES applied without reading the checkpoint's recent messages back twice.
-    // Both: 123 in 90.
+    // D-065/D-066: the session row read once per object, not a dozen times per turn, the run's row not read again
+    // where the engine has just read it, and a reply's NOTES applied without reading the checkpoint's recent messages
+    // back twice. All of them: 123 in 90.
     expect(m).toEqual({ statements: 123, execs: 90 });
     expect(
       await runInDurableObject(stubFor(name), (_i: unknown, state: DurableObjectState) => tables(createSql(state.storage.sql))),
