@@ -3,8 +3,8 @@
  * before its handler runs and `done` with its result after, in one transaction with its transcript copy,
  * `tool.result` event, trace and failure-loop step (S4 §7). A call found `started` on resume had its effect,
  * or not, and is never run again (read-only tools excepted). A read-only call, which is run again after a crash
- * whatever its mark says, writes its `started` mark and idempotency record with its result instead (D-065). When the failure loop escalates, the calls left
- * are closed unrun and the run completes asking the user for guidance.
+ * whatever its mark says, writes its `started` mark and idempotency record with its result instead (D-065). When
+ * the failure loop escalates, the calls left are closed unrun and the run completes asking the user for guidance.
  */
 import { redactText, secretValuesFromEnv } from "../security/redact";
 import { type ToolRequest, ToolResponse } from "../tools/envelope";
