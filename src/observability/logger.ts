@@ -13,10 +13,21 @@ export type LogLevel = "debug" | "info" | "warn" | "error";
  * The line of one turn (S1 §4.1, S2 §6.1): hashes, ids, sizes, usage and latency only. The round fields are
  * absent when the run ended before a prompt was assembled or a model called.
  */
+/** One tool call's policy decision as logged (S1 §4.1): the tool, channel, risk, policy id and outcome. */
+export interface GateLine {
+  tool: string;
+  channel: string;
+  risk: string;
+  policy_id: string;
+  outcome: string;
+}
+
 export interface RunTurnLine {
   run_id: string;
   request_id: string;
   agent_id: string;
+  /** S1 §4.1 gate outcomes of the tool calls gated since the run's previous line (D-067): one entry per decision. */
+  gates?: GateLine[];
   status?: string;
   code?: string;
   rounds?: number;
@@ -85,8 +96,11 @@ export interface LogEvents {
     completion_tokens?: number;
     latency_ms: number;
   };
-  /** The policy decision for one tool call (S1 §4.1 gate outcome): channel, risk, policy id, outcome. */
-  "tool.gate": { run_id: string; tool: string; channel: string; risk: string; policy_id: string; outcome: string };
+  /**
+   * Policy decisions a run gathered and had no round or turn line to ride on (S1 §4.1 gate outcome): written when
+   * the run pauses for an approval (D-067); otherwise they are in the next `run.round` / `run.turn` line's `gates`.
+   */
+  "tool.gate": { run_id: string; gates: GateLine[] };
   /** Outbound text a tool rendered (a draft, a sent message), by its SHA-256 only (S1 §4.3). */
   "tool.rendered": { run_id: string; tool: string; tool_call_id: string; ok: boolean; rendered_sha256: string };
   /** Message text, only with `logging.debugContent` on and a local provider (S1 §4.5): already redacted. */

@@ -16,6 +16,7 @@ import { MARKER_BLOCK, type RunContext, safeJson, sessionTypeOf } from "./host";
 import { allowedTools } from "./run-tools";
 import type { RunSpec } from "./spec";
 import type { RunRow, ToolExecutionRow } from "./store";
+import { noteGate } from "./turn-line";
 
 /** Why a setup-only tool is refused outside setup sessions (S5 §6.2). */
 export function setupOnlyReason(tool: string): string {
@@ -60,7 +61,7 @@ export async function gate(ctx: RunContext, run: RunRow, spec: RunSpec, call: To
   return approvalStep(ctx, run, spec, call, decision);
 }
 
-/** The policy's decision, logged, with the setup-only guard applied on top. */
+/** The policy's decision, noted for the run's next log line (D-067), with the setup-only guard applied on top. */
 async function policyDecision(ctx: RunContext, run: RunRow, spec: RunSpec, call: ToolExecutionRow): Promise<GateDecision> {
   const { host, registry } = ctx;
   const def = registry.get(call.tool);
@@ -75,8 +76,7 @@ async function policyDecision(ctx: RunContext, run: RunRow, spec: RunSpec, call:
     lockedHash: def ? (host.lockedSchemaHash ?? lockedSchemaHash)(def.name) : undefined,
     args: safeJson(call.args),
   });
-  host.logger.log("info", "tool.gate", {
-    run_id: run.id,
+  noteGate(ctx, run.id, {
     tool: decision.tool,
     channel: decision.channel,
     risk: decision.risk ?? "unknown",

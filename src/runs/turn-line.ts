@@ -2,10 +2,11 @@
  * The run's log line (issue 23): one line per turn, `run.turn`, written when the run ends, carrying every S1 §4.1
  * / S2 §6.1 field of its last model round — the prompt manifest's hashes and sizes (once per round's assembly),
  * provider and model, token estimate and usage, latency — and the run's outcome; a model round that leads to a
- * tool round writes its fields as `run.round` first. This replaces `prompt.assembled`, `model.call` and
- * `run.finished` (three lines per plain turn). Hashes, ids and sizes only: no prompt or message text (S1 §4.2).
+ * tool round writes its fields as `run.round` first, and the gate decisions of a tool round ride on the next line
+ * (`gates`; D-067). This replaces `prompt.assembled`, `model.call` and `run.finished` (three lines per plain turn)
+ * and the `tool.gate` line per call. Hashes, ids and sizes only: no prompt or message text (S1 §4.2).
  */
-import type { RunTurnLine } from "../observability/logger";
+import type { GateLine, RunTurnLine } from "../observability/logger";
 import { manifestTotals } from "../prompts/assemble";
 import type { PromptManifest } from "../prompts/manifest";
 import type { Finish, RunContext } from "./host";
@@ -42,6 +43,16 @@ export function noteModelCall(ctx: RunContext, runId: string, call: Required<Pic
   Object.assign(fieldsOf(ctx, runId), call);
 }
 
+/**
+ * A tool call's gate decision (S1 §4.1), carried by the run's next line — the next round's `run.round` or the
+ * `run.turn` — instead of a line of its own per call (D-067: under `wrangler dev` a console line costs about as much
+ * as an R2 put).
+ */
+export function noteGate(ctx: RunContext, runId: string, gate: GateLine): void {
+  const f = fieldsOf(ctx, runId);
+  f.gates = [...(f.gates ?? []), gate];
+}
+
 /** A model round that goes on to a tool round: its fields as one `run.round` line. */
 export function logRound(ctx: RunContext, run: RunRow): void {
   const f = fieldsOf(ctx, run.id);
@@ -65,7 +76,12 @@ export function logTurn(ctx: RunContext, ended: RunRow, finish: Exclude<Finish, 
   });
 }
 
-/** A paused run writes no line until it ends; what its round gathered is dropped (it was logged as `run.round`). */
+/**
+ * A paused run writes no round line until it goes on; what its round gathered is dropped (it was logged as
+ * `run.round`), except the gate decisions made since, which are written now as one `tool.gate` line (D-067).
+ */
 export function dropRound(ctx: RunContext, runId: string): void {
+  const gates = rounds.get(ctx)?.get(runId)?.gates;
   rounds.get(ctx)?.delete(runId);
+  if (gates?.length) ctx.host.logger.log("info", "tool.gate", { run_id: runId, gates });
 }

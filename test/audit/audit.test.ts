@@ -404,4 +404,44 @@ describe('logs on R2 (S1 §4, DESIGN "Logging")', () => {
     expect(call.stack_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(gateway.join("\n")).not.toContain("must not be logged");
   });
+
+  /** The gateway log lines of run `id`, parsed (the SessionDO flushes them within OBJECT_FLUSH_INTERVAL_MS). */
+  async function gatewayLines(id: string, events: number): Promise<Record<string, any>[]> {
+    const read = async () => {
+      const lines: string[] = [];
+      for (const o of (await env.AUDIT.list({ prefix: "logs/gateway/" })).objects)
+        lines.push(...((await (await env.AUDIT.get(o.key))?.text()) ?? "").split("\n"));
+      return lines.filter((l) => l.includes(id)).map((l) => JSON.parse(l) as Record<string, any>);
+    };
+    await until(async () => (await read()).length >= events);
+    return read();
+  }
+
+  it("S1 §4.1 D-067 a tool call's gate outcome rides on the run's next line: run.round, then run.turn with `gates` equal to the decision kept on the call — no line per call", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ tool_calls: [{ id: "g1", name: "test__echo", arguments: '{"text":"hi"}' }] }, { content: "echoed" }]);
+    const app = appFor(runConfig(host, { agent: { tools: { allow: ["test.echo"] } } }));
+    const id = await startRun(app, "echo hi");
+    expect(await waitForRun(app, id)).toMatchObject({ status: "completed", tool_calls: 1 });
+    const lines = await gatewayLines(id, 2);
+    expect(lines.map((l) => l.event)).toEqual(["run.round", "run.turn"]);
+    const decision = (await runDetail(app, id)).events.find((e: { event_type: string }) => e.event_type === "tool.result").payload.gate;
+    expect(lines[1]?.gates).toEqual([
+      { tool: "test.echo", channel: decision.channel, risk: "read_only", policy_id: decision.policy_id, outcome: "allowed" },
+    ]);
+    expect(decision).toMatchObject({ tool: "test.echo", risk: "read_only", outcome: "allowed" });
+    expect(lines[0]?.gates).toBeUndefined(); // nothing was gated before the first model round
+  });
+
+  it("S1 §4.1 D-067 a run that pauses for an approval writes the decisions it gathered as one tool.gate line", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ tool_calls: [{ id: "s1", name: "test__send", arguments: "{}" }] }, { content: "sent" }]);
+    const app = appFor(runConfig(host, { agent: { tools: { allow: ["test.send"] } } }));
+    const id = await startRun(app, "send it");
+    await until(async () => (await call(app, "GET", `/v1/runs/${id}`)).body.status === "awaiting_approval");
+    const lines = await gatewayLines(id, 2);
+    expect(lines.map((l) => l.event)).toEqual(["run.round", "tool.gate"]);
+    expect(lines[1]).toMatchObject({ run_id: id, gates: [{ tool: "test.send", risk: "side_effect", outcome: "requires_approval" }] });
+    expect(lines[1]?.gates).toHaveLength(1);
+  });
 });
