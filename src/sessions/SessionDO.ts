@@ -29,7 +29,7 @@ import { AlarmRunner, alarmNow } from "./capabilities";
 import { type Checkpoint, changeCapability, checkpoint } from "./checkpoint";
 import { type SessionContext, sessionContext } from "./context";
 import { channelReplies, jobNotifications } from "./deliveries";
-import { type Enqueued, type EnqueueInput, enqueueMessage } from "./enqueue";
+import type { Enqueued, EnqueueInput } from "./enqueue";
 import {
   exportTranscript,
   type GenerationResult,
@@ -90,7 +90,7 @@ export class SessionDO extends DurableObject<Env> {
       channelReplies(cx),
     ]);
     const flushLogs = () => isolateLogSinks(this.env.AUDIT).flushSoon();
-    windowOf(ctx.storage).afterTimerPass = (alarm) => this.#alarms.settle(this.#engine.busy, alarm).then(flushLogs);
+    windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(flushLogs);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
     this.#sockets = new SessionSockets(cx, this);
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));

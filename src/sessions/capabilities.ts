@@ -96,11 +96,10 @@ export class AlarmRunner {
   /**
    * When a shipping pass its timer ran ends, with no run live and no alarm pass under way: the alarm is set to the
    * next work or cleared, instead of the turn's watchdog firing to find nothing to do (issue 23: an idle object's
-   * turn leaves no alarm fire behind). While a run is live its watchdog stays as it is. `alarm`: the alarm as the
-   * pass read it just before its commit — then the write is issued without awaiting a read, in that commit.
+   * turn leaves no alarm fire behind). While a run is live its watchdog stays as it is.
    */
-  async settle(busy: boolean, alarm?: number | null): Promise<void> {
-    if (!busy && !this.#running) await this.reschedule(alarm);
+  async settle(busy: boolean): Promise<void> {
+    if (!busy && !this.#running) await this.reschedule();
   }
 
   /**
@@ -118,13 +117,12 @@ export class AlarmRunner {
 
   /**
    * Sets the alarm to the earliest time any capability has work, or clears it when none has. No write when the
-   * alarm already fires at most RESCHEDULE_SLACK_MS before that time (it finds the work all the same). `known`: the
-   * alarm as read a moment ago by the caller (no read here).
+   * alarm already fires at most RESCHEDULE_SLACK_MS before that time (it finds the work all the same).
    */
-  async reschedule(known?: number | null): Promise<void> {
+  async reschedule(): Promise<void> {
     const now = Date.now();
     const times = this.#capabilities.map((c) => c.nextAlarmAt(now)).filter((t): t is number => t !== null);
-    const current = known !== undefined ? known : await this.#storage.getAlarm();
+    const current = await this.#storage.getAlarm();
     if (times.length === 0) return current === null ? undefined : this.#storage.deleteAlarm();
     // A capability may answer "due since long ago" (0): the runtime refuses an alarm time <= 0, so it is due now.
     const at = Math.max(now, Math.min(...times));

@@ -16,7 +16,7 @@ import { type AlarmCapability, armWatchdog, WATCHDOG_MS } from "./capabilities";
 import type { SessionContext } from "./context";
 import { type Enqueued, type EnqueueInput, enqueueMessage } from "./enqueue";
 import { runDetail } from "./run-queries";
-import { markBundled, unbundledFinishedRuns } from "./session-runs-store";
+import { unbundledFinishedRuns } from "./session-runs-store";
 import type { SessionIdentity } from "./session-state";
 
 /** How long after an R2 failure unwritten bundles are tried again. */
@@ -100,9 +100,8 @@ export async function enqueueInline(
   return { queued, stopped };
 }
 
-/** Capability: writes the R2 bundle of every finished run that has none yet (create-only; retried after a failure). */
-export class RunBundles implements AlarmCapability {
-  readonly name = "run-bundles";
+/** Writes the R2 bundle of every finished run that has none yet, for the shipping pass (create-only; retried after a failure). */
+export class RunBundles {
   readonly #cx: SessionContext;
   /** When unwritten run bundles are tried again (after an R2 failure). In memory: a new instance tries at once. */
   #retryAt: number | null = null;
@@ -112,15 +111,9 @@ export class RunBundles implements AlarmCapability {
     this.#cx = cx;
   }
 
-  /** Only a retry after a failure: a run's bundle is otherwise written by the watchdog alarm its turn armed. */
+  /** When a failed put is tried again (null: no failure waits); otherwise the shipping pass writes them at once. */
   nextAlarmAt(): number | null {
     return this.#retryAt;
-  }
-
-  /** Writes the bundles still missing and marks them, in a commit of its own (the shipping pass uses `put`). */
-  async onAlarm(): Promise<void> {
-    const written = await this.put();
-    if (written.length > 0) this.#cx.storage.transactionSync(() => markBundled(this.#cx.sql, written));
   }
 
   /**

@@ -81,14 +81,13 @@ export async function ensureSession(
   if (!parseSessionKey(identity.sessionKey).ok) throw new Error("invalid session key");
   const ref = { sessionKey: identity.sessionKey, agentId: identity.agentId, sessionId: newId("ses") };
   const now = new Date().toISOString();
-  // A write outside the transaction first: it opens this turn's implicit transaction, so the session's rows are a
-  // savepoint in it and a turn's message, stored before the next I/O, joins the same commit (issue 23). Alone it is
-  // harmless (it only defers refreshIndex's next queueing).
-  setMeta(cx.sql, "indexed_at", String(Date.now()));
+  // A turn's message, stored before the next I/O, joins this commit (issue 23, D-066: a transactionSync is a
+  // savepoint of the event-loop turn's implicit transaction).
   cx.storage.transactionSync(() => {
     // Their triggers queue the session and generation index rows in this same transaction.
     insertSession(cx.sql, ref, identity.sessionType ?? "ordinary");
     insertGeneration(cx.sql, ref.sessionId, now);
+    setMeta(cx.sql, "indexed_at", String(Date.now()));
   });
   // Listed before the caller answers, as before issue 23 — but a D1 failure leaves the rows queued for the shipping
   // window to retry instead of failing the call (and leaving the session unlisted for good).

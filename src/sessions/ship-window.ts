@@ -19,14 +19,9 @@ const windows = new WeakMap<DurableObjectStorage, ShipWindow>();
 export interface ShipWindow {
   dueAt: number | null;
   lastPassAt: number;
-  ship?: (fromTimer?: boolean) => Promise<void>;
-  /**
-   * After a pass the timer ran: the SessionDO settles its alarm (cleared when nothing is left; see SessionDO), told
-   * the alarm the pass read just before its commit (undefined: not read), so that the write joins that commit.
-   */
-  afterTimerPass?: (alarm?: number | null) => Promise<void>;
-  /** The alarm as the last timer pass read it before its commit (see afterTimerPass). */
-  alarmSeen?: number | null;
+  ship?: () => Promise<void>;
+  /** After a pass the timer ran: the SessionDO settles its alarm (cleared when nothing is left; see SessionDO). */
+  afterTimerPass?: () => Promise<void>;
 }
 
 /** The window state of the object behind `storage`. */
@@ -55,8 +50,8 @@ export async function openShippingWindow(storage: DurableObjectStorage): Promise
   setTimeout(
     () =>
       void w
-        .ship?.(true)
-        .then(() => w.afterTimerPass?.(w.alarmSeen))
+        .ship?.()
+        .then(() => w.afterTimerPass?.())
         .catch(() => {}),
     dueAt - now,
   );

@@ -59,12 +59,9 @@ export class Shipping implements AlarmCapability {
     await this.ship();
   }
 
-  /**
-   * One shipping pass; a pass already under way is awaited instead of run twice. `fromTimer`: the pass reads the
-   * alarm before its commit, so that the settle after it writes the alarm in the same commit (ship-window.ts).
-   */
-  ship(fromTimer = false): Promise<void> {
-    this.#inFlight ??= this.#pass(fromTimer).finally(() => {
+  /** One shipping pass; a pass already under way is awaited instead of run twice. */
+  ship(): Promise<void> {
+    this.#inFlight ??= this.#pass().finally(() => {
       this.#inFlight = null;
     });
     return this.#inFlight;
@@ -76,24 +73,21 @@ export class Shipping implements AlarmCapability {
    * commit loses nothing and duplicates nothing: the next pass prepares the same segment keys and adopts what is
    * there (audit/outbox.ts), re-sends the same upserts, and re-puts the same create-only bundles.
    */
-  async #pass(fromTimer: boolean): Promise<void> {
+  async #pass(): Promise<void> {
     const cx = this.#cx;
     // Closed first: what is queued from here on opens the next window (a window after this pass).
     const w = windowOf(cx.storage);
     w.dueAt = null;
     w.lastPassAt = Date.now();
-    w.alarmSeen = undefined;
     const audit = outboxSize(cx.sql) > 0 || nextFlushAt(cx.sql, Date.now()) !== null ? await putSessionAudit(cx) : null;
     // A day's first segment: its stream's index row goes in this batch (its head, which queues it, is not in yet).
     const firstDays = (audit?.written ?? []).filter((s) => s.counter === 1).map((s) => s.day);
     const index = await this.index.send(Date.now(), firstDays);
     const bundleRetry = this.#bundles.nextAlarmAt();
     const bundled = bundleRetry === null || bundleRetry <= Date.now() ? await this.#bundles.put() : [];
-    if (fromTimer) w.alarmSeen = await cx.storage.getAlarm();
     if ((audit?.written.length ?? 0) === 0 && !audit?.failed && index.ids.length === 0 && bundled.length === 0) return;
-    // The index rows first, outside the transaction: a write outside one opens this turn's implicit transaction, so
-    // the transaction below is a savepoint in it and the timer's alarm settle joins it — one commit in all (a row
-    // D1 has is deleted rightly even if the rest rolled back).
+    // One event-loop turn, so one commit (a transactionSync is a savepoint of the turn's implicit transaction, D-066).
+    // The index rows outside the transaction: a row D1 has is deleted rightly even if the rest rolled back.
     deleteSentRows(cx, index);
     if ((audit?.written.length ?? 0) > 0 || audit?.failed || bundled.length > 0)
       cx.storage.transactionSync(() => {
