@@ -140,27 +140,6 @@ export function recordAuditShipment(sql: Sql, s: AuditShipment): void {
           VALUES (1, ${f.day}, ${f.key}, ${f.body}, ${f.counter}, ${f.sha256}, ${seqs}, ${f.attempts + 1}, ${retryAt})`;
 }
 
-/**
- * Writes waiting events to R2 and records them in one transaction. Returns what was flushed and, after a failure,
- * when to try again.
- */
-export async function flushAudit(o: {
-  sql: Sql;
-  storage: DurableObjectStorage;
-  bucket: R2Bucket;
-  stream: string;
-  agentId: string;
-  now?: () => number;
-}): Promise<{ flushed: number; retryAt: number | null }> {
-  let flushed = 0;
-  for (;;) {
-    const s = await putAuditSegments(o);
-    o.storage.transactionSync(() => recordAuditShipment(o.sql, s));
-    flushed += s.written.reduce((n, seg) => n + seg.events, 0);
-    if (s.failed || s.retryAt !== null || s.written.length === 0 || outboxSize(o.sql) === 0) return { flushed, retryAt: s.retryAt };
-  }
-}
-
 type PendingRow = {
   day: string;
   key: string;
