@@ -76,6 +76,14 @@ export interface AdapterOptions {
 const defaultBackoff = (attempt: number) => Math.min(8_000, 250 * 2 ** (attempt - 1)) * (0.75 + Math.random() * 0.5);
 
 /**
+ * A provider that answered 200 without a completion (no choice at all, or a plain body to a streaming request): a
+ * failed call, never an empty reply passed off as the model's answer. Not retried: the same request gets the same.
+ */
+function noCompletion(model: ResolvedModel): ProviderError {
+  return new ProviderError("server_error", `the model ${model.ref} answered without a completion`, false);
+}
+
+/**
  * Maps an SDK error to a ProviderError; never copies the provider's own message. The message reaches API
  * callers (the run's output, its events, `/v1/chat/completions` errors), so it names the provider by its
  * config id inside the model ref (`moonshot:kimi-k1-128k`) and never by its base URL or host (issue 20 §5).
@@ -156,14 +164,15 @@ export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<Ch
       o.signal ? { signal: o.signal } : {},
     ),
   );
-  const choice = completion.choices[0];
-  const toolCalls = (choice?.message.tool_calls ?? []).flatMap((t) =>
+  const choice = completion.choices?.[0];
+  if (!choice) throw noCompletion(req.model);
+  const toolCalls = (choice.message.tool_calls ?? []).flatMap((t) =>
     t.type === "function" ? [mapToolCall(t.id, t.function.name, t.function.arguments, map.fromWire)] : [],
   );
   return {
-    content: choice?.message.content ?? "",
+    content: choice.message.content ?? "",
     toolCalls,
-    finishReason: choice?.finish_reason ?? "unknown",
+    finishReason: choice.finish_reason ?? "unknown",
     usage: completion.usage
       ? {
           promptTokens: completion.usage.prompt_tokens,
@@ -200,6 +209,7 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
   let finishReason = "unknown";
   let usage: ChatResult["usage"] = null;
   const calls = new Map<number, { id: string; name: string; args: string }>();
+  let choices = 0;
   try {
     for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
       if (chunk.usage)
@@ -208,8 +218,9 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
           completionTokens: chunk.usage.completion_tokens,
           totalTokens: chunk.usage.total_tokens,
         };
-      const choice = chunk.choices[0];
+      const choice = chunk.choices?.[0];
       if (!choice) continue;
+      choices++;
       if (choice.finish_reason) finishReason = choice.finish_reason;
       const piece = choice.delta.content;
       if (piece) {
@@ -227,6 +238,8 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
   } catch (err) {
     throw classifyProviderError(err, req.model);
   }
+  // A body that is no stream of chunks (a provider ignoring `stream: true`) reads as no chunk at all: not an empty answer.
+  if (choices === 0) throw noCompletion(req.model);
   const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => mapToolCall(c.id, c.name, c.args, map.fromWire));
   yield { type: "done", result: { content, toolCalls, finishReason, usage, attempts } };
 }

@@ -7,7 +7,8 @@
 import { describe, expect, it } from "vitest";
 import { resolveConfiguredModelRef } from "../../src/config/model-ref";
 import { type ChatRequest, chat, ProviderError, streamChat } from "../../src/providers/adapter";
-import { requestsTo, testConfig, uniqueHost } from "../support/config";
+import { requestsTo, runConfig, scriptProvider, testConfig, uniqueHost } from "../support/config";
+import { appFor, runDetail, startRun, waitForRun } from "../support/runs";
 
 const noWait = { backoffMs: () => 0, sleep: async () => {} };
 
@@ -116,5 +117,41 @@ describe("streamChat()", () => {
     const noStream = { ...req, model: { ...req.model, supportsStreaming: false } };
     const gen = streamChat(noStream, new AbortController().signal, noWait);
     await expect(gen.next()).rejects.toMatchObject({ reason: "bad_request" });
+  });
+});
+
+describe("a provider that answers 200 without a completion (a misbehaving model server)", () => {
+  it("chat(): a completion with no choice is a failed call (server_error, not retried), not an empty reply", async () => {
+    const { host, req } = request("script");
+    await scriptProvider(host, [{ misbehave: "no_choices" }]);
+    await expect(chat(req, noWait)).rejects.toMatchObject({
+      name: "ProviderError",
+      reason: "server_error",
+      retryable: false,
+      message: "the model moonshot:kimi-k1-128k answered without a completion",
+    });
+  });
+
+  it("streamChat(): a plain JSON body to a streaming request is a failed call, not an empty stream", async () => {
+    const { host, req } = request("script");
+    await scriptProvider(host, [{ misbehave: "json_to_stream", content: "hello" }]);
+    const events: unknown[] = [];
+    await expect(
+      (async () => {
+        for await (const e of streamChat(req, new AbortController().signal, noWait)) events.push(e);
+      })(),
+    ).rejects.toMatchObject({ reason: "server_error", message: "the model moonshot:kimi-k1-128k answered without a completion" });
+    expect(events).toEqual([]);
+  });
+
+  it("through POST /v1/runs: the run fails with provider.unavailable instead of completing with an empty answer", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ misbehave: "no_choices" }]);
+    const app = appFor(runConfig(host));
+    const id = await startRun(app, "hello");
+    const run = await waitForRun(app, id);
+    expect(run).toMatchObject({ status: "failed", output: "the model moonshot:kimi-k1-128k answered without a completion" });
+    const last = (await runDetail(app, id)).events.at(-1);
+    expect([last.event_type, last.payload.code]).toEqual(["run.failed", "provider.unavailable"]);
   });
 });

@@ -36,6 +36,8 @@ export interface ScriptStep {
   chunks?: string[];
   chunk_delay_ms?: number;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  /** A misbehaving provider: a plain JSON completion even to a streaming request (`body`), or one with no choices. */
+  misbehave?: "json_to_stream" | "no_choices";
 }
 const scripts = new Map<string, ScriptStep[]>();
 const bodies = new Map<string, unknown[]>();
@@ -93,6 +95,8 @@ async function scriptedAnswer(host: string, request: Request, url: URL): Promise
   if (!step) return json({ error: { message: "script exhausted", type: "server_error" } }, 500);
   if (step.delay_ms) await new Promise((r) => setTimeout(r, step.delay_ms));
   if (step.status) return json({ error: { message: `scripted ${step.status}`, type: "scripted" } }, step.status);
+  if (step.misbehave === "no_choices") return json({ id: "chatcmpl-empty", object: "chat.completion", model: body.model, choices: [] });
+  if (step.misbehave === "json_to_stream") return completion(body.model, false, step.content ?? null, step.tool_calls, step.usage);
   return completion(body.model, body.stream === true, step.content ?? null, step.tool_calls, step.usage, step);
 }
 
