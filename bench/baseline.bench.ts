@@ -14,11 +14,27 @@
  * DO RPC, one alarm write, one D1 upsert, one console line, or nothing, and each one's
  * margin over the empty request — the prices a turn's operations are counted
  * in (docs/benchmarks.md, "Where the time goes").
+ *
+ * Then the floor of a turn (`POST /turn`, docs/benchmarks.md "The floor"): 8 long-lived conversations of plain
+ * turns, then of turns with one tool round, against the offline model (scripts/local-model.mjs, served from this
+ * process as the turn bench serves it): turns/s, sequential median and workerd CPU per turn — what no gateway turn
+ * can undercut under this `wrangler dev`, beside the peer measured in the same run.
  */
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import type { Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { closedLoop, latencySummary, projectRoot, sequential, startWranglerDev, stopChild, type WranglerDev } from "./support/devserver";
+import { pathToFileURL } from "node:url";
+import {
+  closedLoop,
+  freePort,
+  latencySummary,
+  projectRoot,
+  sequential,
+  startWranglerDev,
+  stopChild,
+  type WranglerDev,
+} from "./support/devserver";
 
 const TAG = "baseline bench";
 
@@ -41,13 +57,16 @@ export async function run(quick: boolean, _prepared?: unknown, settle?: () => Pr
   const seconds = quick ? 2 : 15;
   const tmp = mkdtempSync(join(tmpdir(), "sophie-baseline-bench-"));
   let dev: WranglerDev | undefined;
+  let model: Server | undefined;
   let ok = false;
   try {
+    const modelPort = await freePort();
+    model = await startModel(root, modelPort);
     dev = await startWranglerDev({
       tag: TAG,
       root,
       cwd: baselineCopy(root, tmp),
-      args: ["--persist-to", join(tmp, "state")],
+      args: ["--persist-to", join(tmp, "state"), "--var", `MODEL_URL:http://127.0.0.1:${modelPort}`],
       env: process.env,
       logFile: join(tmp, "wrangler.log"),
     });
@@ -78,6 +97,7 @@ export async function run(quick: boolean, _prepared?: unknown, settle?: () => Pr
     const none = costs.none?.workerd_cpu_ms ?? null;
     for (const c of Object.values(costs))
       c.margin_cpu_ms = none === null || c.workerd_cpu_ms === null ? null : Math.round((c.workerd_cpu_ms - none) * 100) / 100;
+    const floor = await floorTurns(base, group, quick);
     ok = true;
     return {
       what: "1 DO SQLite insert + 1 R2 put + JSON answer per request (bench/baseline/)",
@@ -85,10 +105,64 @@ export async function run(quick: boolean, _prepared?: unknown, settle?: () => Pr
       concurrent: { ...latencySummary(conc.latency), seconds: conc.seconds, workerd_cpu_ms_per_request: conc.workerd_cpu_ms_per_op },
       sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_request: seq.workerd_cpu_ms_per_op },
       unit_costs: costs,
+      floor,
     };
   } finally {
     await stopChild(dev?.child, false); // it runs from a copy in tmp, which goes next
+    model?.close();
     if (ok && !process.env.SOPHIE_BENCH_KEEP) rmSync(tmp, { recursive: true, force: true });
     else console.error(`${TAG}: wrangler's output kept in ${tmp}`);
   }
+}
+
+/** The offline model (scripts/local-model.mjs) on `port`, as the turn bench serves it. */
+async function startModel(root: string, port: number): Promise<Server> {
+  const { createLocalModelServer } = (await import(pathToFileURL(join(root, "scripts", "local-model.mjs")).href)) as {
+    createLocalModelServer: () => Server;
+  };
+  const server = createLocalModelServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+  return server;
+}
+
+/**
+ * The floor of a turn (`POST /turn`), plain and with one tool round: 8 conversations closed-loop and one
+ * sequentially, each turn checked (the model calls it made: 1, or 2 with the tool round).
+ */
+async function floorTurns(base: string, group: number, quick: boolean) {
+  const seconds = quick ? 2 : 15;
+  const kinds = [
+    { name: "plain", message: "hello", calls: 1 },
+    { name: "tool_round", message: "list files", calls: 2 },
+  ] as const;
+  const out: Record<string, unknown> = {};
+  for (const k of kinds) {
+    const turn = async (conversation: string) => {
+      const res = await fetch(`${base}/turn?c=${k.name}-${conversation}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ message: k.message }),
+      });
+      const body = (await res.json()) as { model_calls?: number; error?: string };
+      if (res.status !== 200 || body.model_calls !== k.calls)
+        throw new Error(
+          `${TAG}: POST /turn (${k.name}) answered ${res.status} with ${JSON.stringify(body)}, expected ${k.calls} model calls`,
+        );
+    };
+    for (let i = 0; i < (quick ? 18 : 90); i++) await turn(`c${i % 9}`); // warm-up: the 9 conversations
+    const seq = await sequential(quick ? 20 : 200, group, () => turn("c8"));
+    const conc = await closedLoop({ concurrency: CONCURRENCY, seconds, group, once: (c) => turn(`c${c}`) });
+    out[k.name] = {
+      turns_per_s_8_concurrent: conc.per_s,
+      concurrent: { ...latencySummary(conc.latency), workerd_cpu_ms_per_turn: conc.workerd_cpu_ms_per_op },
+      sequential: { ...latencySummary(seq.latency), workerd_cpu_ms_per_turn: seq.workerd_cpu_ms_per_op },
+    };
+  }
+  return {
+    what: "the floor of a turn (bench/baseline POST /turn): 1 RPC, the message and each reply stored in the conversation's object, the offline model called with the last 20 messages (2 calls and an echo tool for a tool round), 1 console line, 1 R2 put",
+    ...out,
+  };
 }
