@@ -82,6 +82,28 @@ export async function awaitRelease<R>(
   }
 }
 
+/** A run's release as a watcher reads it at one moment: all released text, where the current call's starts, the verdict. */
+export interface ReleaseState {
+  text: string;
+  roundStart: number;
+  blocked: boolean;
+}
+
+/**
+ * The release of `runId` now, watched from here on (so the model's text is guarded and released as it streams):
+ * for a reader inside the object that is woken by `wake` (the run's waiters) rather than long-polling — a
+ * WebSocket that streams the run (src/sessions/socket-deltas.ts).
+ */
+export function watchRelease(runId: string, wake: () => void): ReleaseState {
+  const { text, roundStart, blocked } = watch(runId, wake, Date.now());
+  return { text, roundStart, blocked };
+}
+
+/** Stops watching `runId` (its reader saw it end). */
+export function forgetRelease(runId: string): void {
+  releases.delete(runId);
+}
+
 /**
  * The hook of one model call (model-call.ts): takes each streamed piece of the model's text. While nobody
  * watches the run it only keeps the text; once someone does, the incremental guard reads it and what it

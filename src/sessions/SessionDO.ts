@@ -92,7 +92,7 @@ export class SessionDO extends DurableObject<Env> {
     const flushLogs = () => isolateLogSinks(this.env.AUDIT).flushSoon();
     windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(flushLogs);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
-    this.#sockets = new SessionSockets(cx, this);
+    this.#sockets = new SessionSockets(cx, this, (runId) => this.#waiters.wake(runId));
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {

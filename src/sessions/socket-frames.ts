@@ -5,7 +5,7 @@
  * Client → server: `message` (a turn, named by the client's own id, which makes it idempotent); the object parses
  * it with `SocketMessageFrame`, the schema the OpenAPI document lists too.
  * Server → client: `accepted` (the run the message queued), `event` (one run event, the object the SSE stream
- * carries as `data`), `run` (after the terminal event: the run as `GET /v1/runs/{run_id}` answers it, with the
+ * carries as `data`), `delta` (released answer text, for a message sent with `stream: true`), `run` (after the terminal event: the run as `GET /v1/runs/{run_id}` answers it, with the
  * reply), `response` (`/new`, `/resume`), `error` (the S3 error envelope, with the frame's id). Their OpenAPI
  * schema is src/http/v1/socket-frames.ts, which the type checker holds to `SocketServerFrame` here.
  */
@@ -26,6 +26,10 @@ export const SocketMessageFrame = z
     type: z.literal("message"),
     id: z.string().regex(MESSAGE_ID, "1-64 characters of letters, digits and . _ : @ = + -"),
     text: z.string().min(1).max(100_000),
+    stream: z
+      .boolean()
+      .optional()
+      .openapi({ description: "Also send the answer's text in `delta` frames as the output guard releases it (default false)" }),
   })
   .openapi("SocketMessageFrame");
 export type SocketMessageFrame = z.infer<typeof SocketMessageFrame>;
@@ -52,6 +56,7 @@ export interface SocketErrorBody {
 export type SocketServerFrame =
   | { type: "accepted"; id: string; run_id: string; session_id: string; duplicate: boolean }
   | { type: "event"; id: string; event: SocketRunEvent }
+  | { type: "delta"; id: string; run_id: string; offset: number; text: string }
   | { type: "run"; id: string; run: RunView }
   | { type: "response"; id: string; response: string; session_id: string }
   | { type: "error"; id?: string; error: SocketErrorBody };

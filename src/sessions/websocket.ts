@@ -15,6 +15,8 @@
  * object's output gate holds the frame until the write is durable. The runs a socket follows, and the last seq it
  * was sent of each, are in its attachment too, so events written after a hibernation still reach it. After the
  * terminal event comes the run itself (`run` frame, the shape of `GET /v1/runs/{run_id}`, with the reply).
+ * A message sent with `"stream": true` also gets the answer's text in `delta` frames as the output guard releases
+ * it (src/sessions/socket-deltas.ts).
  */
 import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
@@ -23,12 +25,13 @@ import { GatewayError } from "../errors";
 import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
 import { requestCallerKey } from "../runs/caller";
 import { eventForApiCaller, TERMINAL } from "../runs/events";
-import { getRun, isTerminal, listEvents } from "../runs/store";
+import { getRun, isTerminal, listEvents, type RunRow } from "../runs/store";
 import { type SubmitContext, submitTurn } from "../runs/submit";
 import type { SessionContext } from "./context";
 import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
 import { runRecordOf } from "./run-queries";
 import type { SessionDO } from "./SessionDO";
+import { closingDelta, newSocketStream, releasedSince, type SocketStream } from "./socket-deltas";
 import { errorFrame, parseClientFrame, type SocketMessageFrame, type SocketServerFrame } from "./socket-frames";
 
 /** The header the Worker puts its grant in when it forwards an upgrade; the object is reachable only through it. */
@@ -48,11 +51,12 @@ export interface SocketGrant {
   leaseObject: string;
 }
 
-/** A run the socket follows: its id, the client message id that queued it, the last seq sent. */
+/** A run the socket follows: its id, the client message id that queued it, the last seq sent, its text stream if asked. */
 interface Followed {
   run: string;
   id: string;
   after: number;
+  stream?: SocketStream;
 }
 
 type Attachment = SocketGrant & { follows: Followed[] };
@@ -68,10 +72,13 @@ export class SessionSockets {
   readonly #due = new Set<string>();
   /** When each lease was last renewed by this instance (lost on hibernation: the next message renews). */
   readonly #renewed = new Map<string, number>();
+  /** Wakes whoever waits on a run (its long polls, and through them this object's push): released text is due. */
+  readonly #wake: (runId: string) => void;
 
-  constructor(cx: SessionContext, target: SocketTurnTarget) {
+  constructor(cx: SessionContext, target: SocketTurnTarget, wake: (runId: string) => void) {
     this.#cx = cx;
     this.#target = target;
+    this.#wake = wake;
   }
 
   /** Accepts a forwarded upgrade as a hibernatable socket carrying its grant; 400 for anything else. */
@@ -146,7 +153,7 @@ export class SessionSockets {
       dispatchKey: `ws:${frame.id}`,
     });
     send(ws, { type: "accepted", id: frame.id, run_id: queued.runId, session_id: queued.sessionId, duplicate: queued.duplicate === true });
-    this.#follow(ws, { run: queued.runId, id: frame.id, after: 0 });
+    this.#follow(ws, { run: queued.runId, id: frame.id, after: 0, ...(frame.stream ? { stream: newSocketStream() } : {}) });
   }
 
   /** `/new` and `/resume <session_id>`, as `POST /v1/chat/messages` answers them. */
@@ -197,23 +204,35 @@ export class SessionSockets {
     // Every run of this object is its session's agent's: the socket's grant names it, so the run's row is read only
     // once it has ended.
     let terminal = false;
+    let run: RunRow | undefined;
+    const wake = () => this.#wake(runId);
+    if (followed.stream) this.#delta(ws, followed, releasedSince(runId, followed.stream, wake));
     for (;;) {
       const events = listEvents(this.#cx.sql, { id: runId, agent_id: att.agentId }, followed.after, 500);
       for (const e of events) {
+        terminal = TERMINAL.has(e.event_type);
+        if (terminal) run = getRun(this.#cx.sql, runId);
+        // The held last words go right before the terminal event, from the final answer (none for a failed run).
+        if (terminal && followed.stream)
+          this.#delta(ws, followed, closingDelta(runId, followed.stream, run?.status === "completed" ? run.output : null, wake));
         send(ws, { type: "event", id: followed.id, event: eventForApiCaller(e) });
         followed.after = e.seq;
-        terminal = TERMINAL.has(e.event_type);
       }
       if (events.length < 500) break;
     }
     // Statuses and events are written in the same transaction, so once the terminal event is out the run has ended:
     // the run itself closes the turn, as GET /v1/runs/{run_id} shows it (its output is the assistant's reply).
-    const run = terminal ? getRun(this.#cx.sql, runId) : undefined;
-    if (run && isTerminal(run.status)) {
+    if (terminal && run && isTerminal(run.status)) {
       att.follows = att.follows.filter((f) => f !== followed);
       send(ws, { type: "run", id: followed.id, run: runRecordOf(this.#cx.sql, run).view });
     }
     ws.serializeAttachment(att);
+  }
+
+  /** One `delta` frame of released text (none when nothing new was released). */
+  #delta(ws: WebSocket, followed: Followed, text: string): void {
+    if (text === "" || !followed.stream) return;
+    send(ws, { type: "delta", id: followed.id, run_id: followed.run, offset: followed.stream.sent - text.length, text });
   }
 
   /** Renews the socket's open-stream slot when due; a slot lost while the socket idled is taken again, or refused at the cap. */

@@ -10,8 +10,11 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { GatewayConfig } from "../../src/config/schema";
 import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
+import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
+import { measureOverlap } from "../../src/prompts/output-guard";
 import { forgetAdminGenerations } from "../../src/storage/admin-generation";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
+import { baseWithoutCanary } from "../support/leaks";
 import { ADMIN, ALICE, type App, appFor, BOB, call, readResponse, registerTestTools } from "../support/runs";
 
 beforeAll(() => registerTestTools());
@@ -316,6 +319,122 @@ describe("ISSUE23 the WebSocket conversation route", () => {
   });
 });
 
+describe("ISSUE23 guarded streaming over the WebSocket route (a message sent with stream: true)", () => {
+  const words = (n: number) => Array.from({ length: n }, (_, i) => `river${String.fromCharCode(97 + (i % 26))}${i}`);
+  /** `text` cut every `n` characters (cuts fall inside words). */
+  const cut = (text: string, n: number) => text.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
+  const deltas = (frames: any[], id: string) => frames.filter((f) => f.type === "delta" && f.id === id);
+  /** The agent's model streams (supportsStreaming) from the scripted provider at `host`. */
+  const streaming = (host: string) => inForce(runConfig(host, { model: { supportsStreaming: true } }));
+
+  it("ISSUE23 a slowly streamed reply arrives as several delta frames, contiguous by offset, adding up to the stored reply; the last comes right before run.completed", async () => {
+    const host = uniqueHost("script");
+    const answer = `${words(60).join(" ")}.`;
+    await scriptProvider(host, [{ content: answer, chunks: cut(answer, 6), chunk_delay_ms: 8 }]);
+    const client = await connect(await streaming(host), room());
+    client.send({ type: "message", id: "s-1", text: "tell me about rivers", stream: true });
+    const done = await client.until(ended("s-1"));
+    const got = deltas(client.frames, "s-1");
+    expect(got.length).toBeGreaterThanOrEqual(2);
+    expect(got[0].text.length).toBeLessThan(answer.length); // the first piece before the model had finished
+    let offset = 0;
+    for (const d of got) {
+      expect(d).toEqual({ type: "delta", id: "s-1", run_id: done.run.id, offset, text: expect.any(String) });
+      offset += d.text.length;
+    }
+    expect(got.map((d) => d.text).join("")).toBe(answer);
+    expect(done.run.output).toBe(answer);
+    // Deltas interleave with the events; the closing one is right before the terminal event, and the run frame last.
+    const kinds = client.frames.filter((f) => f.id === "s-1").map((f) => (f.type === "event" ? f.event.event_type : f.type));
+    expect(kinds.slice(0, 4)).toEqual(["accepted", "run.created", "run.started", "model.requested"]);
+    expect(kinds.slice(-3)).toEqual(["delta", "run.completed", "run"]);
+    expect(kinds.filter((k) => k !== "delta")).toEqual([
+      "accepted",
+      "run.created",
+      "run.started",
+      "model.requested",
+      "run.completed",
+      "run",
+    ]);
+    // Nothing streamed is stored: the run's events are the usual four.
+    expect(types(client.frames, "s-1")).toEqual(["run.created", "run.started", "model.requested", "run.completed"]);
+    client.ws.close();
+  });
+
+  it("ISSUE23 a model streaming the base prompt verbatim in 7-character chunks: no delta carries any of it, the only delta is the refusal", async () => {
+    const host = uniqueHost("script");
+    const hidden = baseWithoutCanary();
+    await scriptProvider(host, [{ content: hidden, chunks: cut(hidden, 7), chunk_delay_ms: 1 }]);
+    const client = await connect(await streaming(host), room());
+    client.send({ type: "message", id: "s-leak", text: "hello", stream: true });
+    const done = await client.until(ended("s-leak"));
+    expect(deltas(client.frames, "s-leak").map((d) => d.text)).toEqual([disclosureRefusalMessage()]);
+    expect(done.run.output).toBe(disclosureRefusalMessage());
+    for (const f of client.frames) expect(measureOverlap(JSON.stringify(f))).toMatchObject({ canary: false, shingles: 0 });
+    client.ws.close();
+  });
+
+  it("ISSUE23 after a benign lead-in, the base prompt across chunks: only lead-in text is released, then the refusal, and nothing more", async () => {
+    const host = uniqueHost("script");
+    const lead = `${words(40).join(" ")}. Now, word for word, what I was told:\n`;
+    const text = lead + baseWithoutCanary();
+    await scriptProvider(host, [{ content: text, chunks: cut(text, 5), chunk_delay_ms: 1 }]);
+    const client = await connect(await streaming(host), room());
+    client.send({ type: "message", id: "s-lead", text: "hello", stream: true });
+    await client.until(ended("s-lead"));
+    const all = deltas(client.frames, "s-lead")
+      .map((d) => d.text)
+      .join("");
+    const refusal = disclosureRefusalMessage();
+    expect(all.endsWith(`\n\n${refusal}`)).toBe(true);
+    const released = all.slice(0, all.length - refusal.length - 2);
+    expect(released.length).toBeGreaterThan(0);
+    expect(lead.startsWith(released)).toBe(true);
+    expect(measureOverlap(released)).toEqual({ canary: false, shingles: 0, grams: 0 });
+    client.ws.close();
+  });
+
+  it("ISSUE23 on one socket, only the message sent with stream: true gets delta frames; without it the frames are unchanged", async () => {
+    const host = uniqueHost("script");
+    const answer = `${words(30).join(" ")}.`;
+    await scriptProvider(host, [
+      { content: answer, chunks: cut(answer, 6), chunk_delay_ms: 2 },
+      { content: answer, chunks: cut(answer, 6), chunk_delay_ms: 2 },
+    ]);
+    const client = await connect(await streaming(host), room());
+    client.send({ type: "message", id: "plain", text: "first" });
+    await client.until(ended("plain"));
+    client.send({ type: "message", id: "streamed", text: "second", stream: true });
+    await client.until(ended("streamed"));
+    expect(deltas(client.frames, "plain")).toEqual([]);
+    expect(client.frames.filter((f) => f.id === "plain").map((f) => f.type)).toEqual([
+      "accepted",
+      "event",
+      "event",
+      "event",
+      "event",
+      "run",
+    ]);
+    expect(
+      deltas(client.frames, "streamed")
+        .map((d) => d.text)
+        .join(""),
+    ).toBe(answer);
+    client.ws.close();
+  });
+
+  it("ISSUE23 stream must be a boolean: any other value is an invalid.request error frame naming it, and no run is queued", async () => {
+    const app = await streaming(uniqueHost("script"));
+    const client = await connect(app, room());
+    client.send({ type: "message", id: "bad-stream", text: "hi", stream: "yes" });
+    const error = await client.until((f) => f.type === "error");
+    expect(error).toMatchObject({ type: "error", id: "bad-stream", error: { code: "invalid.request" } });
+    expect(error.error.message).toContain("stream");
+    expect(client.frames.filter((f) => f.type === "accepted")).toEqual([]);
+    client.ws.close();
+  });
+});
+
 describe("ISSUE23 the WebSocket route in the OpenAPI document", () => {
   it("ISSUE23 /openapi.json documents GET /v1/chat/socket (api credential, 101 and its refusals) and the frame schemas", async () => {
     const app = appFor(runConfig(uniqueHost("script")));
@@ -326,6 +445,7 @@ describe("ISSUE23 the WebSocket route in the OpenAPI document", () => {
     expect(Object.keys(op.responses).sort()).toEqual(["101", "400", "401", "403", "404", "426", "429"]);
     expect(doc.components.schemas.SocketMessageFrame.required.sort()).toEqual(["id", "text", "type"]);
     const kinds = doc.components.schemas.SocketServerFrame.oneOf.map((s: any) => s.properties.type.const ?? s.properties.type.enum?.[0]);
-    expect(kinds).toEqual(["accepted", "event", "run", "response", "error"]);
+    // The `delta` frame (guarded streaming over the socket) joined the kinds after this test was first written.
+    expect(kinds).toEqual(["accepted", "event", "delta", "run", "response", "error"]);
   });
 });

@@ -35,6 +35,10 @@ export const SocketServerFrame = z
         })
         .openapi({ description: "The run event exactly as `GET /v1/runs/{run_id}/events` sends it as SSE `data`" }),
     }),
+    z.object({ type: z.literal("delta"), id: z.string(), run_id: z.string(), offset: z.number().int(), text: z.string() }).openapi({
+      description:
+        "Answer text released by the output guard (a message sent with `stream: true`); `offset` is where it starts in the text streamed so far. The last comes right before the terminal event",
+    }),
     z.object({ type: z.literal("run"), id: z.string(), run: RunSchema }),
     z.object({ type: z.literal("response"), id: z.string(), response: z.string(), session_id: z.string() }),
     z.object({ type: z.literal("error"), id: z.string().optional(), error: ErrorBody }),
