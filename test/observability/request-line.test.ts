@@ -227,21 +227,21 @@ describe("ISSUE23 D-068 one console line per request that waits for its run", ()
     }
   });
 
-  it("ISSUE23 the object is evicted mid-run while its caller waits: the resumed run's instance prints the lines the evicted one held, once", async () => {
-    const user = `evicted-${crypto.randomUUID().slice(0, 8)}`;
+  it("ISSUE23 the object is reset mid-run (ctx.abort, as a crash or an eviction under load) while its caller waits: the instance that resumes the run prints the lines the lost one held, once", async () => {
+    const user = `reset-${crypto.randomUUID().slice(0, 8)}`;
     await scriptProvider(HOST, [
       { tool_calls: [{ id: "rl4", name: "test__echo", arguments: '{"text":"before"}' }] },
-      { content: "lost with the object", delay_ms: 1_500 },
-      { content: "after the eviction" },
+      { content: "lost with the instance", delay_ms: 1_500 },
+      { content: "after the reset" },
     ]);
     const before = (await bodiesSentTo(HOST)).length;
-    const waiting = post("/v1/chat/completions", { model: "agent:main", user, messages: [{ role: "user", content: "evict me" }] });
+    const waiting = post("/v1/chat/completions", { model: "agent:main", user, messages: [{ role: "user", content: "reset me" }] });
     // The second model call is in flight: the run.round line is held for the waiting caller.
     await until(async () => (await bodiesSentTo(HOST)).length === before + 2);
     expect(lines().filter((l) => l.event === "run.round")).toEqual([]);
     const stub = env.SESSIONS.getByName(`agent:main:openai:alice:dm:${user}`);
-    await runInDurableObject(stub, (_instance, state) => state.abort("evicted mid-run")).catch(() => {});
-    const failed = await waiting; // the caller's call died with the object
+    await runInDurableObject(stub, (_instance, state) => state.abort("simulated crash")).catch(() => {});
+    const failed = await waiting; // the caller's call died with the instance
     expect(failed.status).toBe(500);
     // The object again (a new instance): its constructor resumes the interrupted run.
     await env.SESSIONS.getByName(`agent:main:openai:alice:dm:${user}`).runRecord("none");
