@@ -13,6 +13,7 @@ import { bundledConfigSha256, type ConfigInForce, configInForce } from "../confi
 import { GatewayError } from "../errors";
 import { createLogger, type Logger } from "../observability/logger";
 import { gatewayLogSink, isolateLogSinks } from "../observability/r2-logs";
+import { logRequest } from "../observability/request-line";
 import { isolateStartupValidator, type StartupValidator } from "../providers/startup-validation";
 import { envWithStoredSecrets } from "../security/stored-secrets";
 import { ADMIN_DOOR, adminRoutes } from "./admin";
@@ -88,13 +89,19 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
     c.set("startupValidator", validator);
     const started = Date.now();
     await next();
-    logger.log("info", "http.request", {
-      request_id: c.get("requestId"),
-      method: c.req.method,
-      route: c.req.routePath,
-      status: c.res.status,
-      latency_ms: Date.now() - started,
-    });
+    // D-068: a request that waited for its run carries the run's lines on the console (one event per request).
+    logRequest(
+      logger,
+      {
+        request_id: c.get("requestId"),
+        method: c.req.method,
+        route: c.req.routePath,
+        status: c.res.status,
+        latency_ms: Date.now() - started,
+      },
+      c.get("runLines"),
+      options.logger ? undefined : r2?.sinks.sink,
+    );
     // Only when a flush is due (at most every FLUSH_INTERVAL_MS): waitUntil itself costs isolate time per request.
     if (r2?.due()) {
       try {

@@ -1,7 +1,7 @@
 /** Typed context variables every handler can rely on (set by the app's first middleware). */
 import type { GatewayConfig } from "../config/schema";
 import type { ConfigInForce } from "../config/versions";
-import type { Logger } from "../observability/logger";
+import type { Logger, RunLine } from "../observability/logger";
 import type { StartupValidator } from "../providers/startup-validation";
 import type { Principal } from "./middleware/auth";
 
@@ -17,5 +17,7 @@ declare module "hono" {
     startupValidator: StartupValidator;
     /** Set by `requireScope` on authenticated routes. */
     principal: Principal;
+    /** The lines of the run this request waited for, handed back by its SessionDO: printed in the request line (D-068). */
+    runLines: RunLine[];
   }
 }

@@ -3,7 +3,8 @@
  * typed fields of that event — never free text — so that raw prompts, user
  * bodies and credentials have no way in (S1 §4.2). Lines are JSON on the
  * console (Workers Logs / `wrangler tail`); the R2 log segments are fed from
- * the same events.
+ * the same events. D-068: the lines of a run an HTTP caller waits for reach the console inside that request's
+ * `http.request` line (`run_lines`, src/observability/run-lines.ts); the archive keeps them as lines of their own.
  */
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -50,8 +51,12 @@ export interface RunTurnLine {
 }
 
 export interface LogEvents {
-  /** One per HTTP request, when it completes. */
-  "http.request": { request_id: string; method: string; route: string; status: number; latency_ms: number };
+  /**
+   * One per HTTP request, when it completes. On the console, a request that waited for its run and got it back
+   * ended or paused carries that run's lines (D-068), exactly as the SessionDO would have printed them; the R2
+   * archive's copy never does (the run's lines are archived on their own).
+   */
+  "http.request": { request_id: string; method: string; route: string; status: number; latency_ms: number; run_lines?: RunLine[] };
   /** A request that ended in an error; `error_message` is redacted before it is written. */
   "http.error": {
     request_id: string;
@@ -150,7 +155,32 @@ export interface LogEvents {
   };
 }
 
+/** A line as the logger writes it: its time, level and event, then the event's fields. */
+export type LogLine<E extends keyof LogEvents = keyof LogEvents> = { ts: string; level: LogLevel; event: E } & LogEvents[E];
+
+/** The events of a run's own lines, the ones a waiting request carries (D-068). */
+export type RunLineEvent = "run.round" | "run.turn" | "tool.gate";
+/** One of a run's own lines, as written. */
+export type RunLine = { [E in RunLineEvent]: LogLine<E> }[RunLineEvent];
+
 const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+/** Whether `level` is at or above `minLevel`. */
+export function atLeast(level: LogLevel, minLevel: LogLevel): boolean {
+  return LEVELS[level] >= LEVELS[minLevel];
+}
+
+/** The highest of `levels`, at least `floor`. */
+export function highestLevel(levels: Iterable<LogLevel>, floor: LogLevel = "info"): LogLevel {
+  let top = floor;
+  for (const level of levels) if (LEVELS[level] > LEVELS[top]) top = level;
+  return top;
+}
+
+/** The line of `event` with `fields`, stamped now (what `Logger.log` writes, as an object). */
+export function logLine<E extends keyof LogEvents>(level: LogLevel, event: E, fields: LogEvents[E]): LogLine<E> {
+  return { ts: new Date().toISOString(), level, event, ...fields };
+}
 
 /** Where log lines go; the console by default, a capture in tests. */
 export type LogSink = (line: string, level: LogLevel) => void;
@@ -163,15 +193,18 @@ export const consoleSink: LogSink = (line, level) => {
 };
 
 export interface Logger {
+  /** Lines below this level are not written. */
+  readonly minLevel: LogLevel;
   log<E extends keyof LogEvents>(level: LogLevel, event: E, fields: LogEvents[E]): void;
 }
 
 /** A logger writing JSON lines at or above `minLevel`. */
 export function createLogger(minLevel: LogLevel = "info", sink: LogSink = consoleSink): Logger {
   return {
+    minLevel,
     log(level, event, fields) {
       if (LEVELS[level] < LEVELS[minLevel]) return;
-      sink(JSON.stringify({ ts: new Date().toISOString(), level, event, ...fields }), level);
+      sink(JSON.stringify(logLine(level, event, fields)), level);
     },
   };
 }

@@ -72,5 +72,10 @@ export function teeSink(...sinks: LogSink[]): LogSink {
 
 /** Console plus this isolate's R2 segments. */
 export function gatewayLogSink(bucket: R2Bucket): LogSink {
-  return teeSink(consoleSink, isolateLogSinks(bucket).sinks.sink);
+  return teeSink(consoleSink, archiveLogSink(bucket));
+}
+
+/** This isolate's R2 segments alone: the archive half of `gatewayLogSink`, for lines the console gets otherwise (D-068). */
+export function archiveLogSink(bucket: R2Bucket): LogSink {
+  return isolateLogSinks(bucket).sinks.sink;
 }

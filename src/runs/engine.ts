@@ -20,6 +20,7 @@
  * After MAX_EXECUTIONS interrupted attempts a run fails rather than loop. The
  * D1 index rows are shipped after each commit (ship.ts).
  */
+import type { RunLine } from "../observability/logger";
 import { classifyDisclosureRequest, disclosureRefusalMessage, REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import "../tools/builtin";
 import { tools as defaultRegistry } from "../tools/registry";
@@ -55,6 +56,12 @@ export { setupOnlyReason } from "./gate";
 export type { RunHost } from "./host";
 export { REFUSED_TURN_NOTE } from "./round-prompt";
 
+/** What a caller waiting for a run gets when it stops: its row, and its log lines held for the caller (D-068). */
+export interface Stopped {
+  row: RunRow;
+  lines: RunLine[];
+}
+
 /** A run interrupted this many times fails instead of starting again. */
 export const MAX_EXECUTIONS = 3;
 /** How long a run runs before the D1 index is told it is running (a shorter run is indexed once, when it ends). */
@@ -69,8 +76,8 @@ export class RunEngine {
   #draining: Promise<void> | null = null;
   /** The run `startInline` started in its storing transaction; its drain does not count it as a second execution. */
   #startedInline: string | null = null;
-  /** Callers waiting for a run to stop (end or pause), handed its last row from memory. */
-  readonly #settled = new Map<string, ((row: RunRow) => void)[]>();
+  /** Callers waiting for a run to stop (end or pause), handed its last row from memory and its held lines. */
+  readonly #settled = new Map<string, ((stopped: Stopped) => void)[]>();
 
   constructor(host: RunHost) {
     this.#ctx = { host, registry: host.registry ?? defaultRegistry, configured: new Map(), envNames: new Map() };
@@ -90,16 +97,22 @@ export class RunEngine {
     return this.#draining;
   }
 
-  /** Resolves with the run's row (from memory) when this instance stops executing it: ended, or paused for approval. */
-  whenStopped(runId: string): Promise<RunRow> {
+  /**
+   * Resolves with the run's row (from memory) when this instance stops executing it — ended, or paused for approval —
+   * and the run's own log lines, held for the caller meanwhile instead of printed (D-068). The caller prints them
+   * with its answer, or hands them back to `forget`.
+   */
+  whenStopped(runId: string): Promise<Stopped> {
+    this.#ctx.host.logger.hold(runId);
     return new Promise((resolve) => {
       this.#settled.set(runId, [...(this.#settled.get(runId) ?? []), resolve]);
     });
   }
 
-  /** Forgets the waiters of a run (a caller that timed out). */
-  forget(runId: string): void {
+  /** Forgets the waiters of a run (a caller that timed out, or will not answer with `taken`): the lines held for them print now. */
+  forget(runId: string, taken: readonly RunLine[] = []): void {
     this.#settled.delete(runId);
+    this.#ctx.host.logger.release(runId, taken);
   }
 
   /** Reads the run's D1-held inputs (agent configured? env key names?) before its first commit, so none splits it. */
@@ -196,9 +209,11 @@ export class RunEngine {
    * answer until that commit is durable — and the index rows are shipped after, off the caller's path.
    */
   async #stopped(runId: string, row = getRun(this.#ctx.host.sql, runId) as RunRow): Promise<void> {
-    const waiting = this.#settled.get(runId);
+    const waiting = this.#settled.get(runId) ?? [];
     this.#settled.delete(runId);
-    for (const resolve of waiting ?? []) resolve(row);
+    const lines = this.#ctx.host.logger.take(runId);
+    if (waiting.length === 0) this.#ctx.host.logger.print(lines);
+    for (const [i, resolve] of waiting.entries()) resolve({ row, lines: i === 0 ? lines : [] });
     await shipRunIndex(this.#ctx.host, runId, row.status);
   }
 

@@ -3,7 +3,7 @@
  * of a run receives (host, tool registry, per-run memos), the `Finish` a step may end a run with, and the one
  * way a lifecycle event is written (`emit`). No step holds state of its own; the engine owns the context.
  */
-import type { Logger } from "../observability/logger";
+import type { RunLogger } from "../observability/run-lines";
 import type { PromptManifest } from "../prompts/manifest";
 import type { Sql } from "../storage/sql";
 import type { SessionToolHost, SessionType, ToolRegistry } from "../tools/registry";
@@ -16,7 +16,8 @@ export interface RunHost {
   sql: Sql;
   storage: DurableObjectStorage;
   env: Env;
-  logger: Logger;
+  /** Lines to the console and R2; a run's own lines held while a caller waits for it (D-068). */
+  logger: RunLogger;
   registry?: ToolRegistry;
   /** The session the runs belong to. */
   session(): { sessionKey: string; agentId: string; sessionId: string };

@@ -4,7 +4,8 @@
  * provider and model, token estimate and usage, latency — and the run's outcome; a model round that leads to a
  * tool round writes its fields as `run.round` first, and the gate decisions of a tool round ride on the next line
  * (`gates`; D-067). This replaces `prompt.assembled`, `model.call` and `run.finished` (three lines per plain turn)
- * and the `tool.gate` line per call. Hashes, ids and sizes only: no prompt or message text (S1 §4.2).
+ * and the `tool.gate` line per call. Hashes, ids and sizes only: no prompt or message text (S1 §4.2). While an HTTP
+ * caller waits for the run, its lines are held for that caller's request line (D-068, observability/run-lines.ts).
  */
 import type { GateLine, RunTurnLine } from "../observability/logger";
 import { manifestTotals } from "../prompts/assemble";
@@ -57,14 +58,14 @@ export function noteGate(ctx: RunContext, runId: string, gate: GateLine): void {
 export function logRound(ctx: RunContext, run: RunRow): void {
   const f = fieldsOf(ctx, run.id);
   rounds.get(ctx)?.delete(run.id);
-  ctx.host.logger.log("info", "run.round", { run_id: run.id, request_id: run.id, agent_id: run.agent_id, ...f });
+  ctx.host.logger.runLine("info", "run.round", { run_id: run.id, request_id: run.id, agent_id: run.agent_id, ...f });
 }
 
 /** The run ended: its one `run.turn` line (the last round's fields, the outcome, rounds and tool calls). */
 export function logTurn(ctx: RunContext, ended: RunRow, finish: Exclude<Finish, { status: "paused" }>): void {
   const f = fieldsOf(ctx, ended.id);
   rounds.get(ctx)?.delete(ended.id);
-  ctx.host.logger.log(ended.status === "failed" ? "warn" : "info", "run.turn", {
+  ctx.host.logger.runLine(ended.status === "failed" ? "warn" : "info", "run.turn", {
     run_id: ended.id,
     request_id: ended.id,
     agent_id: ended.agent_id,
@@ -83,5 +84,5 @@ export function logTurn(ctx: RunContext, ended: RunRow, finish: Exclude<Finish, 
 export function dropRound(ctx: RunContext, runId: string): void {
   const gates = rounds.get(ctx)?.get(runId)?.gates;
   rounds.get(ctx)?.delete(runId);
-  if (gates?.length) ctx.host.logger.log("info", "tool.gate", { run_id: runId, gates });
+  if (gates?.length) ctx.host.logger.runLine("info", "tool.gate", { run_id: runId, gates });
 }

@@ -183,7 +183,7 @@ export class SessionDO extends DurableObject<Env> {
     waitMs: number,
     opts: { untilPaused?: boolean } = {},
   ): Promise<{ queued: Enqueued; done: AwaitedRun | null }> {
-    const { queued, stopped } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite());
+    const { queued, stopped } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite(), true);
     // Issue 23: answered from the row the engine hands back when the run stops, once its last commit is durable.
     const q = { runId: queued.runId, waitMs, untilPaused: opts.untilPaused };
     const { sql } = this.#cx;

@@ -9,8 +9,8 @@ import { createLogger } from "../observability/logger";
 import { gatewayLogSink } from "../observability/r2-logs";
 import { nextExpiry } from "../runs/approvals";
 import { FIRING_REPORT_RETRY_MS, hasUnreportedFirings, reportFirings } from "../runs/completion";
-import type { RunEngine } from "../runs/engine";
-import { nextRunnable, type RunRow } from "../runs/store";
+import type { RunEngine, Stopped } from "../runs/engine";
+import { nextRunnable } from "../runs/store";
 import { secretValuesFromEnv } from "../security/redact";
 import { type AlarmCapability, armWatchdog, WATCHDOG_MS } from "./capabilities";
 import type { SessionContext } from "./context";
@@ -83,7 +83,9 @@ export async function resumeDecided(
 
 /**
  * Stores a message (enqueue.ts) and, for a run with a spec, starts it inline (D-051): the engine starts it in the
- * storing transaction when nothing runs before it (D-061). `stopped` resolves with the run's row when it stops here.
+ * storing transaction when nothing runs before it (D-061). With `waits` (the caller waits for the run in this call),
+ * `stopped` resolves with the run's row when it stops here, and its log lines, held for the caller until then
+ * (D-068): the caller must print them or hand them back to the engine's `forget`.
  */
 export async function enqueueInline(
   cx: SessionContext,
@@ -91,12 +93,18 @@ export async function enqueueInline(
   identity: SessionIdentity,
   input: EnqueueInput,
   ended: () => Promise<void>,
-): Promise<{ queued: Enqueued; stopped: Promise<RunRow> | null }> {
+  waits = false,
+): Promise<{ queued: Enqueued; stopped: Promise<Stopped> | null }> {
   const start = input.spec ? (runId: string) => engine.startInline(runId) : undefined;
   const queued = await enqueueMessage(cx, identity, input, (id) => engine.prefetch(id, input.spec), start);
   if (queued.duplicate || !input.spec) return { queued, stopped: null };
-  const stopped = engine.whenStopped(queued.runId);
-  await startRuns(cx, engine, ended, queued.runId);
+  const stopped = waits ? engine.whenStopped(queued.runId) : null;
+  try {
+    await startRuns(cx, engine, ended, queued.runId);
+  } catch (err) {
+    engine.forget(queued.runId); // no one will wait: the run's lines print as they come
+    throw err;
+  }
   return { queued, stopped };
 }
 

@@ -5,8 +5,8 @@
  */
 import { auditFromRunEvent } from "../audit/event";
 import { enqueueAudit } from "../audit/outbox";
-import { createLogger } from "../observability/logger";
-import { gatewayLogSink } from "../observability/r2-logs";
+import { archiveLogSink } from "../observability/r2-logs";
+import { RunLogger } from "../observability/run-lines";
 import type { RunHost } from "../runs/engine";
 import { secretValuesFromEnv } from "../security/redact";
 import { applyReplyNotes, grantedCapabilities } from "./checkpoint";
@@ -44,7 +44,7 @@ export function createRunHost(cx: SessionContext, waiters: RunWaiters): RunHost 
     sql: cx.sql,
     storage: cx.storage,
     env: cx.env,
-    logger: createLogger("info", gatewayLogSink(cx.env.AUDIT)),
+    logger: new RunLogger(archiveLogSink(cx.env.AUDIT)),
     session: () => currentSession(cx),
     history: (o) => runHistory(cx, o),
     retrieveMemory: (query, bounds) => retrieveMemory(cx, query, bounds ?? DEFAULT_RETRIEVAL),

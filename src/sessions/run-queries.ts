@@ -3,8 +3,9 @@
  * for a run to end or pause, and the admin's full detail (events, S4 §6 trace, prompt manifests, tool calls).
  * Read-only: runs are written by the run engine.
  */
+import type { RunLine } from "../observability/logger";
 import { completionOf } from "../runs/completion";
-import type { RunEngine } from "../runs/engine";
+import type { RunEngine, Stopped } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
 import { getRun, isTerminal, listEvents, listTraces, type RunRow, runToolExecutions, type TraceEvent } from "../runs/store";
 import { type RunView, runView } from "../runs/view";
@@ -27,6 +28,11 @@ export interface AwaitedRun {
   pendingApprovals: { approval_id: string; tool: string }[];
   /** A failed run's code and message. */
   error: { code: string; message: string } | null;
+  /**
+   * D-068: the run's own log lines, held for this caller instead of printed — only when the caller waited for the
+   * run in the call that started it and got it back ended or paused; the caller prints them in its request line.
+   */
+  runLines?: RunLine[];
 }
 
 /** A run with everything recorded about it (admin). */
@@ -119,22 +125,33 @@ function awaitedOf(sql: Sql, run: RunRow): AwaitedRun {
 /**
  * Issue 23: waits for a run this instance executes inline, answered from the row the engine hands back when it
  * stops (not polled from SQLite); after `waitMs` (capped), or a pause the caller does not stop at, as `awaitRun`.
- * Register before starting the run (`stopped` is the engine's `whenStopped`).
+ * Register before starting the run (`stopped` is the engine's `whenStopped`). D-068: answered from that row, the
+ * run's own log lines go back with it (`runLines`) for the caller's request line; otherwise what was held for the
+ * caller is printed here, at once, and the run's later lines as they come.
  */
 export async function awaitInline(
   sql: Sql,
   waiters: RunWaiters,
   engine: RunEngine,
-  stopped: Promise<RunRow>,
+  stopped: Promise<Stopped>,
   q: { runId: string; waitMs: number; untilPaused?: boolean },
 ): Promise<AwaitedRun | null> {
   const deadline = Date.now() + Math.min(Math.max(0, q.waitMs), MAX_WAIT_MS);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<null>((r) => (timer = setTimeout(() => r(null), deadline - Date.now())));
-  const row = await Promise.race([stopped, timeout]);
+  const stop = await Promise.race([stopped, timeout]);
   clearTimeout(timer);
-  if (!row) engine.forget(q.runId);
-  else if (isTerminal(row.status) || (row.status === "awaiting_approval" && q.untilPaused)) return awaitedOf(sql, row);
+  if (stop && (isTerminal(stop.row.status) || (stop.row.status === "awaiting_approval" && q.untilPaused))) {
+    try {
+      return { ...awaitedOf(sql, stop.row), runLines: stop.lines };
+    } catch (err) {
+      engine.forget(q.runId, stop.lines);
+      throw err;
+    }
+  }
+  engine.forget(q.runId, stop?.lines);
+  // A stop that came as the wait expired, after the race was decided: its lines are printed, not lost.
+  if (!stop) void stopped.then((late) => engine.forget(q.runId, late.lines));
   return awaitRun(sql, waiters, q.runId, deadline - Date.now(), { untilPaused: q.untilPaused });
 }
 

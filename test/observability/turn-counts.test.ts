@@ -15,10 +15,12 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { createApp } from "../../src/http/app";
+import { createLogger } from "../../src/observability/logger";
 import { SessionDO } from "../../src/sessions/SessionDO";
 import { runConfig, uniqueHost } from "../support/config";
 import { type Counter, type Counts, per1000, quiescent, startCounting } from "../support/counters";
-import { ADMIN, ALICE, type App, appFor, call } from "../support/runs";
+import { ADMIN, ALICE, type App, call } from "../support/runs";
 
 const TURNS = Math.max(8, Number((env as unknown as { COUNT_TURNS?: string }).COUNT_TURNS ?? "24") || 24);
 const CONVERSATIONS = 8;
@@ -135,7 +137,10 @@ describe("ISSUE23 counts per 1,000 plain turns", () => {
     timeout: 300_000,
   }, async () => {
     const agentId = `counts-${crypto.randomUUID().slice(0, 8)}`;
-    const app: App = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
+    // The app prints its request lines to the console, as in production (not to R2: the R2 puts stay the objects'),
+    // so that `consoleLines` counts what a turn prints: the Worker's `http.request` line and the SessionDO's (D-068).
+    const config = runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } });
+    const app: App = createApp({ config, logger: createLogger("info") });
     const completion = async (conversation: number): Promise<string> => {
       const res = await call(app, "POST", "/v1/chat/completions", {
         model: `agent:${agentId}`,

@@ -143,6 +143,7 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
     ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     wait: { ms: firstWaitMs, untilPaused: true },
   });
+  if (done?.runLines) c.set("runLines", done.runLines); // D-068: printed in this request's line
   return { session, runId: queued.runId, done: done ?? null };
 }
 

@@ -265,6 +265,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
       // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).
       ...(wait !== null ? { wait: { ms: wait * 1000 } } : {}),
     });
+    if (done?.runLines) c.set("runLines", done.runLines); // D-068: printed in this request's line
     if (wait !== null && done?.finished) {
       c.header("Preference-Applied", `wait=${wait}`);
       return c.json(done.view as z.infer<typeof RunSchema>, 200);
