@@ -24,7 +24,12 @@ import {
 } from "./logger";
 
 /** Lines held per run id, with the logger holding them (another one's are an evicted instance's: printed by the next). */
-const held = new Map<string, { owner: RunLogger; lines: RunLine[] }>();
+const held = new Map<string, { owner: RunLogger; lines: RunLine[]; since: number }>();
+/**
+ * Held this long, lines are printed whoever holds them: a run waited for longer than any wait (Prefer: wait and a
+ * chat completion wait 60 s per call) was left by an evicted instance whose run did not resume in this isolate.
+ */
+const HOLD_MAX_MS = 5 * 60_000;
 
 /** A logger that holds a run's own lines for a waiting caller; see the module comment. */
 export class RunLogger implements Logger {
@@ -61,7 +66,13 @@ export class RunLogger implements Logger {
   /** A caller waits for run `runId`: its lines are held from now until `take` or `release`. */
   hold(runId: string): void {
     this.#heldHere(runId);
-    held.set(runId, { owner: this, lines: [] });
+    const now = Date.now();
+    for (const [id, entry] of held)
+      if (now - entry.since > HOLD_MAX_MS) {
+        held.delete(id);
+        this.print(entry.lines);
+      }
+    held.set(runId, { owner: this, lines: [], since: now });
   }
 
   /** The run stopped: the lines held for its caller, no longer held (its later lines print as before). */

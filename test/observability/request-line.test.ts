@@ -12,6 +12,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createApp } from "../../src/http/app";
 import { isolateLogSinks } from "../../src/observability/r2-logs";
+import { RunLogger } from "../../src/observability/run-lines";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { ALICE, readResponse, registerTestTools, runDetail, until, waitForRun } from "../support/runs";
 
@@ -286,5 +287,40 @@ describe("ISSUE23 D-068 one console line per request that waits for its run", ()
     expect(Object.hasOwn(atAnswer[2] as Line, "run_lines")).toBe(false);
     expect(await archived(later.body.id)).toEqual(atAnswer.slice(0, 2));
     for (const id of [runId, later.body.id]) await post(`/v1/runs/${id}/cancel`, {});
+  });
+});
+
+describe("ISSUE23 D-068 lines held for a caller are never held for good", () => {
+  it("ISSUE23 lines an evicted instance held for a run that never resumes here are printed, once, when another run is held more than 5 minutes later", () => {
+    const printedA: string[] = [];
+    const printedB: string[] = [];
+    const lost = new RunLogger(
+      () => {},
+      (line) => printedA.push(line),
+    );
+    const next = new RunLogger(
+      () => {},
+      (line) => printedB.push(line),
+    );
+    const t0 = Date.now();
+    const now = vi.spyOn(Date, "now").mockReturnValue(t0);
+    try {
+      lost.hold("run_lost");
+      lost.runLine("info", "run.round", { run_id: "run_lost", request_id: "run_lost", agent_id: "main", round: 1 });
+      now.mockReturnValue(t0 + 4 * 60_000);
+      next.hold("run_early");
+      expect(printedB).toEqual([]); // four minutes: still held, its caller may be waiting
+      now.mockReturnValue(t0 + 5 * 60_000 + 1);
+      next.hold("run_late");
+      expect(printedA).toEqual([]);
+      expect(printedB.map((l) => JSON.parse(l))).toEqual([expect.objectContaining({ event: "run.round", run_id: "run_lost", round: 1 })]);
+      next.hold("run_later");
+      expect(printedB).toHaveLength(1);
+    } finally {
+      now.mockRestore();
+      next.take("run_early");
+      next.take("run_late");
+      next.take("run_later");
+    }
   });
 });
