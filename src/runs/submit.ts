@@ -21,7 +21,7 @@ import { GatewayError } from "../errors";
 import type { NotifySpec } from "../scheduler/notify";
 import { formatSessionKey, type SessionKey, sessionObjectName } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
-import { noteAdmitted, pendingBacklog } from "./backlog";
+import { type Admission, backlogClock, giveSlotBack, noteAdmitted, pendingBacklog } from "./backlog";
 import { type ConfigRef, cachedRunSpec, type RunSpec } from "./spec";
 
 /** What a turn is submitted with: the bindings it reaches and the configuration it is accepted under. */
@@ -73,6 +73,18 @@ export interface Submitted {
   queued: Queued;
   /** Present only when `wait` was given: null if the run was not found, else its state when the wait ended. */
   done?: Done;
+  /** The early backlog check's admission of the turn: a door that waits longer hands it to `runEnded` (D-069). */
+  admission?: Admission;
+}
+
+/**
+ * A door saw the turn's run stop: a run that completed went past every approval it asked for, and one with no tool
+ * call asked for none, so its backlog slot comes back in this isolate's copy (D-069; once, whoever calls). A paused
+ * run, or one that ended otherwise after a tool call, keeps it until the copy is read again.
+ */
+export function runEnded(submitted: Pick<Submitted, "admission">, done: Done | null | undefined): void {
+  if (!submitted.admission || !done?.finished) return;
+  if (done.view.status === "completed" || done.view.tool_calls === 0) giveSlotBack(submitted.admission);
 }
 
 /** Submits `turn`: the early refusals, the run spec, then one call to the session's Durable Object. */
@@ -80,9 +92,10 @@ export async function submitTurn(ctx: SubmitContext, turn: Turn): Promise<Submit
   const { env, config } = ctx;
   const agent = config.agents[turn.agentId];
   if (!agent) throw new Error(`unknown agent "${turn.agentId}"`); // each door answers an unknown agent before this
+  let admission: Admission | null = null;
   if (turn.refuseWhenBacklogged && env.DB) {
     const approvals = config.tools.policy.approvals;
-    await refuseWhenApprovalsBacklogged(env.DB, turn.agentId, approvals.maxPendingPerAgent, {
+    admission = await refuseWhenApprovalsBacklogged(env.DB, turn.agentId, approvals.maxPendingPerAgent, {
       key: turn.refuseWhenBacklogged.callerKey,
       maxPending: approvals.maxPendingPerCaller,
     });
@@ -102,12 +115,15 @@ export async function submitTurn(ctx: SubmitContext, turn: Turn): Promise<Submit
     ...(turn.notify !== undefined ? { notify: turn.notify } : {}),
     ...(turn.reply ? { reply: turn.reply } : {}),
   };
-  if (!turn.wait) return { session, sessionKey, queued: await session.enqueueMessage(identity, input) };
+  const admitted = admission ? { admission } : {};
+  if (!turn.wait) return { session, sessionKey, queued: await session.enqueueMessage(identity, input), ...admitted };
   // Queued and awaited in one call to the object: one round trip per turn, not two (issue 12).
   const { queued, done } = turn.wait.untilPaused
     ? await session.enqueueAndAwait(identity, input, turn.wait.ms, { untilPaused: true })
     : await session.enqueueAndAwait(identity, input, turn.wait.ms);
-  return { session, sessionKey, queued, done: done as Done };
+  const submitted = { session, sessionKey, queued, done: done as Done, ...admitted };
+  runEnded(submitted, submitted.done);
+  return submitted;
 }
 
 /** The run spec of `turn`: the agent's, under the configuration in force, with the door's caller and task. */
@@ -128,21 +144,22 @@ function runSpecOf(ctx: SubmitContext, turn: Turn): RunSpec {
  *
  * This check is the early answer, not the guarantee: requests racing past it are held to the limits when
  * their approval is indexed (`reserveApprovalSlot`, one atomic D1 statement; the call is then refused).
- * The counts come from this isolate's copy while it serves (src/runs/backlog.ts, D-055), else from D1.
+ * The counts come from this isolate's copy while it serves (src/runs/backlog.ts, D-055), else from D1. Answers
+ * the admission (null when the check could not run), for `runEnded`.
  */
 export async function refuseWhenApprovalsBacklogged(
   db: D1Database,
   agentId: string,
   maxPending: number,
   caller?: { key: string; maxPending: number },
-  now = Date.now(),
-): Promise<void> {
+  now = backlogClock.now(),
+): Promise<Admission | null> {
   let pending: { agent: number; caller: number };
   const key = caller?.key ?? "";
   try {
     pending = await pendingBacklog(db, agentId, key, { agent: maxPending, caller: caller?.maxPending ?? Number.POSITIVE_INFINITY }, now);
   } catch {
-    return; // the index is unavailable: the early check cannot run; the atomic one at approval time still holds
+    return null; // the index is unavailable: the early check cannot run; the atomic one at approval time still holds
   }
   if (pending.agent >= maxPending)
     throw new GatewayError(
@@ -156,5 +173,5 @@ export async function refuseWhenApprovalsBacklogged(
       `caller "${caller.key}" has ${pending.caller} tool calls waiting for approval on agent "${agentId}" (limit ${caller.maxPending} per caller); wait until an admin decides them`,
       { retryAfterSeconds: 60 },
     );
-  noteAdmitted(agentId, key);
+  return noteAdmitted(agentId, key);
 }

@@ -172,7 +172,7 @@ export class SessionDO extends DurableObject<Env> {
    */
   async enqueueMessage(identity: SessionIdentity, input: EnqueueInput): Promise<Enqueued> {
     const { queued } = await enqueueInline(this.#cx, this.#engine, identity, input, () => this.#alarms.expedite());
-    await sessionListed(this.#cx); // a new session's D1 batch ran beside the call (issue 23)
+    await sessionListed(this.#cx); // a new session is listed before the call answers (issue 23)
     return queued;
   }
 
@@ -190,7 +190,7 @@ export class SessionDO extends DurableObject<Env> {
     const done = stopped
       ? await awaitInline(sql, this.#waiters, this.#engine, stopped, q)
       : await awaitRun(sql, this.#waiters, queued.runId, waitMs, opts);
-    await sessionListed(this.#cx); // a new session's D1 batch ran beside the turn (issue 23)
+    await sessionListed(this.#cx, true); // a new session, listed with its run's rows in one D1 batch (D-069)
     return { queued, done };
   }
 

@@ -118,8 +118,9 @@ export async function enqueueMessage(
   const state = await ensureSession(cx, identity, "background"); // the caller awaits sessionListed before answering
   try {
     return await storeMessage(cx, state, input, prefetch, onStored);
-  } finally {
-    startSessionListing(cx); // started at the store already, unless it threw before
+  } catch (err) {
+    startSessionListing(cx); // the session exists all the same: listed now (a failure leaves its rows queued)
+    throw err;
   }
 }
 
@@ -145,7 +146,6 @@ async function storeMessage(
   const seen = known();
   if (seen) return seen;
   const seq = storeQueuedRun(cx, state, input, split, runId, onStored);
-  startSessionListing(cx); // a new session's D1 listing, from here beside the run
   await enforceLimits(cx, state, input.limits);
   return { runId, sessionId: state.sessionId, seq };
 }

@@ -80,6 +80,17 @@ export function runIndexSource(sql: Sql, runId: string) {
   }>`SELECT agent_id, session_id, caller_id, source, status, created_at, updated_at FROM runs WHERE id = ${runId}`;
 }
 
+/**
+ * Days whose audit events wait in the outbox while the day has no chain head: their stream's index row is queued
+ * only when the first segment's head is inserted (the shipping pass's commit), so a new session's listing sends it
+ * ahead (index-outbox.ts `listSessionNow`, D-069).
+ */
+export function daysAwaitingStream(sql: Sql): string[] {
+  return sql.all<{ day: string }>`SELECT DISTINCT day FROM audit_outbox WHERE day NOT IN (SELECT day FROM audit_heads) ORDER BY day`.map(
+    (r) => r.day,
+  );
+}
+
 /** A generation's start time, or undefined when there is no such generation. */
 export function generationStartedAt(sql: Sql, sessionId: string): string | undefined {
   return sql.one<{ started_at: string }>`SELECT started_at FROM generations WHERE session_id = ${sessionId}`?.started_at;

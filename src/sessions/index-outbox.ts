@@ -11,6 +11,7 @@ import { runIndexStatement } from "../runs/index-d1";
 import type { SessionContext } from "./context";
 import { generationIndexStatement, sessionIndexStatement } from "./index-d1";
 import {
+  daysAwaitingStream,
   deleteQueuedStream,
   deleteShippedRows,
   generationStartedAt,
@@ -65,19 +66,31 @@ function approvalStatement(cx: SessionContext, session: SessionRef, id: string):
 }
 
 /**
- * Ids this object shipped without deleting them yet (per object, by its storage): a new session's listing ships
- * before its turn answers and leaves the delete to the turn's shipping pass, which commits anyway (issue 23: one
- * commit fewer per fresh turn). Lost with the instance: the rows are then shipped again — upserts, nothing doubles.
+ * What this object shipped ahead of its shipping pass (per object, by its storage): a new session's listing sends its
+ * rows before the call answers and leaves their deletes to the turn's shipping pass, which commits anyway (issue 23,
+ * D-064). `ids`: queued rows D1 has; `days`: audit streams listed before the first segment's head — whose trigger
+ * queues their row — exists (D-069); `sending`: the listing under way, which the pass waits for instead of sending
+ * the same rows. Lost with the instance: the rows are then shipped again — upserts, nothing doubles.
  */
-const awaitingDelete = new WeakMap<DurableObjectStorage, Set<number>>();
+interface ShippedEarly {
+  ids: Set<number>;
+  days: Set<string>;
+  sending: Promise<unknown> | null;
+}
+const shippedEarly = new WeakMap<DurableObjectStorage, ShippedEarly>();
 
-function awaiting(storage: DurableObjectStorage): Set<number> {
-  let ids = awaitingDelete.get(storage);
-  if (!ids) {
-    ids = new Set();
-    awaitingDelete.set(storage, ids);
+function early(storage: DurableObjectStorage): ShippedEarly {
+  let e = shippedEarly.get(storage);
+  if (!e) {
+    e = { ids: new Set(), days: new Set(), sending: null };
+    shippedEarly.set(storage, e);
   }
-  return ids;
+  return e;
+}
+
+/** Resolves once a new session's listing under way here (if any) has D1's answer. */
+export async function listingSettled(storage: DurableObjectStorage): Promise<void> {
+  await early(storage).sending;
 }
 
 /** What one `send` shipped, for the caller's commit (`recordIndexSend`). */
@@ -86,7 +99,7 @@ export interface IndexSend {
   ok: boolean;
   /** Queued rows D1 has (those of earlier sends not yet deleted included). */
   ids: number[];
-  /** Days whose audit-stream row went in a batch without being queued (see `send`). */
+  /** Days whose audit-stream row D1 has though it was not queued (see `send`): their queued row goes at the commit. */
   streamDays: string[];
 }
 
@@ -99,13 +112,17 @@ export function recordIndexSend(cx: SessionContext, sent: IndexSend): void {
 /** The shipped queued rows leave the outbox. */
 export function deleteSentRows(cx: SessionContext, sent: IndexSend): void {
   deleteShippedRows(cx.sql, sent.ids);
-  const ids = awaiting(cx.storage);
+  const { ids } = early(cx.storage);
   for (const id of sent.ids) ids.delete(id);
 }
 
-/** The stream rows the send carried unqueued leave the outbox: call after the chain heads whose trigger queues them. */
+/** The stream rows D1 has unqueued leave the outbox: call after the chain heads whose trigger queues them. */
 export function deleteSentStreams(cx: SessionContext, sent: IndexSend): void {
-  for (const day of sent.streamDays) deleteQueuedStream(cx.sql, day);
+  const { days } = early(cx.storage);
+  for (const day of sent.streamDays) {
+    deleteQueuedStream(cx.sql, day);
+    days.delete(day);
+  }
 }
 
 /** Ships the index outbox to D1 in batches; remembers (in memory) when to try again after a failure. */
@@ -135,17 +152,18 @@ export class IndexShipper {
 
   /**
    * Sends every queued row not shipped yet (one batch per INDEX_BATCH_ROWS) and deletes nothing: the caller records
-   * the result in its own commit. `streamDays` are days whose first audit segment this pass wrote: their stream rows
-   * go in the first batch now, though the chain head whose trigger queues them is only inserted in that commit.
+   * the result in its own commit. `streamDays` are days whose first audit segment this pass wrote (or, for a new
+   * session's listing, will write): their stream rows go in the first batch now, though the chain head whose trigger
+   * queues them is only inserted in that commit — unless a listing sent them already.
    */
   async send(now: number, streamDays: readonly string[] = []): Promise<IndexSend> {
     const cx = this.#cx;
-    const done = awaiting(cx.storage);
-    const out: IndexSend = { ok: true, ids: [...done], streamDays: [] };
+    const { ids: done, days: listed } = early(cx.storage);
+    const out: IndexSend = { ok: true, ids: [...done], streamDays: streamDays.filter((d) => listed.has(d)) };
     if (this.#retryAt !== null && now < this.#retryAt) return { ...out, ok: false };
     const session = readSession(cx.sql);
     if (!session) return out;
-    let extra = [...streamDays];
+    let extra = streamDays.filter((d) => !listed.has(d));
     for (let after = 0; ; ) {
       const page = queuedIndexRows(cx.sql, INDEX_BATCH_ROWS, after);
       if (page.length === 0 && extra.length === 0) break;
@@ -168,6 +186,7 @@ export class IndexShipper {
       out.ids.push(...rows.map((r) => r.id));
       out.streamDays.push(...days);
       extra = [];
+      if (page.length < INDEX_BATCH_ROWS) break; // the last page: a row queued since goes in the next pass (its writer opened a window)
     }
     this.#failures = 0;
     this.#retryAt = null;
@@ -176,18 +195,30 @@ export class IndexShipper {
 }
 
 /**
- * Ships the queued index rows now, before the caller answers: a new session or generation is listed when the call
- * that made it returns (admin lists read D1). Never throws: after a failure the rows stay queued and the shipping
- * window retries them. A pass running meanwhile may send the same rows too: upserts, so nothing is duplicated.
- * `deferDelete` (a turn's new session): the shipped rows are deleted by the turn's shipping pass, in its commit.
+ * Ships the queued index rows now, before the caller answers: a new generation, a decision or a cancellation is
+ * listed when the call that made it returns (admin lists read D1). Never throws: after a failure the rows stay queued
+ * and the shipping window retries them. A pass running meanwhile may send the same rows too: upserts, so nothing is
+ * duplicated.
  */
-export async function shipIndexNow(cx: SessionContext, deferDelete = false): Promise<void> {
-  const shipper = new IndexShipper(cx);
-  let shipped: boolean;
-  if (deferDelete) {
-    const sent = await shipper.send(Date.now()).catch(() => null);
-    for (const id of sent?.ids ?? []) awaiting(cx.storage).add(id);
-    shipped = sent?.ok ?? false;
-  } else shipped = await shipper.ship(Date.now()).catch(() => false);
+export async function shipIndexNow(cx: SessionContext): Promise<void> {
+  const shipped = await new IndexShipper(cx).ship(Date.now()).catch(() => false);
   if (!shipped) await openShippingWindow(cx.storage);
+}
+
+/**
+ * A new session's listing (issue 23): every queued row — the session, its generation and, once the turn's run has
+ * stopped, the run — in one D1 batch before the call answers, their deletes left to the turn's shipping pass (one
+ * commit fewer per fresh turn, D-064). With `streams` (the turn's run has stopped, D-069) the batch also lists the
+ * audit streams whose first segment that pass will write, so the pass makes no D1 call at all. Never throws: after a
+ * failure the rows stay queued and the shipping window retries them.
+ */
+export async function listSessionNow(cx: SessionContext, streams: boolean): Promise<void> {
+  const e = early(cx.storage);
+  const sending = new IndexShipper(cx).send(Date.now(), streams ? daysAwaitingStream(cx.sql) : []).catch(() => null);
+  e.sending = sending;
+  const sent = await sending;
+  if (e.sending === sending) e.sending = null;
+  for (const id of sent?.ids ?? []) e.ids.add(id);
+  for (const day of sent?.streamDays ?? []) e.days.add(day);
+  if (!sent?.ok) await openShippingWindow(cx.storage);
 }

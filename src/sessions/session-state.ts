@@ -9,7 +9,7 @@ import type { SessionType } from "../tools/registry";
 import type { SessionContext } from "./context";
 import { newId } from "./context";
 import { insertGeneration } from "./generation-store";
-import { shipIndexNow } from "./index-outbox";
+import { listSessionNow, shipIndexNow } from "./index-outbox";
 import { queueIndexRow } from "./index-outbox-store";
 import { parseSessionKey } from "./keys";
 import { insertSession, metaValue, readSession, readSessionType, type SessionRef, setMeta } from "./session-store";
@@ -41,22 +41,26 @@ export function sessionType(cx: Pick<SessionContext, "sql">): SessionType {
 }
 
 /**
- * A new session's D1 listing, per object (by its storage): "deferred" until the turn that created it has stored its
- * message (`startSessionListing`), then under way; see `ensureSession`'s `listing`.
+ * A new session's D1 listing, per object (by its storage): "deferred" until the call that created it is about to
+ * answer (`sessionListed`), or its enqueue failed (`startSessionListing`), then under way; see `ensureSession`.
  */
 const listings = new WeakMap<DurableObjectStorage, Promise<void> | "deferred">();
 
 /**
- * Starts the D1 listing of the session this call created, if it waits: after the turn's message is stored, so that
- * no I/O falls between the session's rows and the message's (one commit for both, issue 23).
+ * Starts the D1 listing of the session this call created, if it waits. `streams`: the turn's wait is over, so the
+ * batch lists its audit streams too (index-outbox.ts `listSessionNow`). Its rows' deletes: the turn's shipping pass.
  */
-export function startSessionListing(cx: SessionContext): void {
-  if (listings.get(cx.storage) === "deferred") listings.set(cx.storage, shipIndexNow(cx, true)); // its rows' deletes: the turn's shipping pass
+export function startSessionListing(cx: SessionContext, streams = false): void {
+  if (listings.get(cx.storage) === "deferred") listings.set(cx.storage, listSessionNow(cx, streams));
 }
 
-/** Resolves once the session this object created in this call is listed in D1 (at once when nothing is pending). */
-export async function sessionListed(cx: SessionContext): Promise<void> {
-  startSessionListing(cx);
+/**
+ * Resolves once the session this object created in this call is listed in D1 (at once when nothing is pending). A
+ * waited turn calls it when its wait is over (`waited`; its run has stopped, as a rule): the session, its generation,
+ * the run and its audit stream go in one D1 batch, and the turn's shipping pass is left with its R2 puts (D-069).
+ */
+export async function sessionListed(cx: SessionContext, waited = false): Promise<void> {
+  startSessionListing(cx, waited);
   const pending = listings.get(cx.storage);
   listings.delete(cx.storage);
   await pending;
@@ -64,9 +68,9 @@ export async function sessionListed(cx: SessionContext): Promise<void> {
 
 /**
  * The current generation, creating the session (and its D1 index rows) on first use. A new session is listed
- * before this returns, or — `listing: "background"` (a turn, issue 23) — from when the turn's message is stored
- * (`startSessionListing`) while the call goes on, and the caller awaits `sessionListed` before it answers: a first
- * turn's D1 batch runs beside its model call, not before it.
+ * before this returns, or — `listing: "background"` (a turn, issue 23) — by `sessionListed`, which the caller awaits
+ * before it answers: a first turn's listing joins its run's index rows in one D1 batch (D-069), and no I/O falls
+ * between the session's rows and the turn's message (one commit for both).
  */
 export async function ensureSession(
   cx: SessionContext,

@@ -11,7 +11,7 @@
 import { nextFlushAt, outboxSize, recordAuditShipment } from "../audit/outbox";
 import type { AlarmCapability } from "./capabilities";
 import type { SessionContext } from "./context";
-import { deleteSentRows, deleteSentStreams, IndexShipper } from "./index-outbox";
+import { deleteSentRows, deleteSentStreams, IndexShipper, listingSettled } from "./index-outbox";
 import { indexBacklog } from "./index-outbox-store";
 import type { RunBundles } from "./run-capabilities";
 import { putSessionAudit } from "./session-audit";
@@ -80,8 +80,10 @@ export class Shipping implements AlarmCapability {
     w.dueAt = null;
     w.lastPassAt = Date.now();
     const audit = outboxSize(cx.sql) > 0 || nextFlushAt(cx.sql, Date.now()) !== null ? await putSessionAudit(cx) : null;
-    // A day's first segment: its stream's index row goes in this batch (its head, which queues it, is not in yet).
+    // A day's first segment: its stream's index row goes in this batch (its head, which queues it, is not in yet),
+    // unless a new session's listing sent it; that listing, if under way, is waited for, not sent again (D-069).
     const firstDays = (audit?.written ?? []).filter((s) => s.counter === 1).map((s) => s.day);
+    await listingSettled(cx.storage);
     const index = await this.index.send(Date.now(), firstDays);
     const bundleRetry = this.#bundles.nextAlarmAt();
     const bundled = bundleRetry === null || bundleRetry <= Date.now() ? await this.#bundles.put() : [];

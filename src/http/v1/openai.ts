@@ -22,7 +22,7 @@ import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErr
 import { apiCallerKey } from "../../runs/caller";
 import { releaseReader } from "../../runs/release-stream";
 import { followRelease, streamTail } from "../../runs/stream-release";
-import { submitTurn } from "../../runs/submit";
+import { runEnded, submitTurn } from "../../runs/submit";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "../middleware/idempotency-key";
@@ -132,7 +132,7 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
   const nonce = idempotency?.attempt ?? crypto.randomUUID().replaceAll("-", "");
   const peer = turn.user === null ? `run:${nonce}` : `dm:${turn.user}`;
   await providerReady(c);
-  const { session, queued, done } = await submitTurn(submitContext(c), {
+  const { session, queued, done, admission } = await submitTurn(submitContext(c), {
     agentId: turn.agentId,
     session: async () => sessionKeyOrThrow(`agent:${turn.agentId}:openai:${callerId}:${peer}`),
     message: turn.input,
@@ -144,7 +144,7 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
     wait: { ms: firstWaitMs, untilPaused: true },
   });
   if (done?.runLines) c.set("runLines", done.runLines); // D-068: printed in this request's line
-  return { session, runId: queued.runId, done: done ?? null };
+  return { session, runId: queued.runId, done: done ?? null, admission };
 }
 
 /**
@@ -183,8 +183,11 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
     const created = Math.floor(Date.now() / 1000);
 
     if (!turn.stream) {
-      const { session, runId, done } = await queueTurn(c, turn, Math.min(60_000, waitSeconds * 1000));
-      const outcome = outcomeOf(await awaitOutcome(session, runId, done as Done | null, deadline, 60_000), runId, waitSeconds);
+      const queued = await queueTurn(c, turn, Math.min(60_000, waitSeconds * 1000));
+      const { session, runId, done } = queued;
+      const final = await awaitOutcome(session, runId, done as Done | null, deadline, 60_000);
+      runEnded(queued, final); // its backlog slot, if it ended without an approval pending (D-069)
+      const outcome = outcomeOf(final, runId, waitSeconds);
       c.header("X-Run-Id", runId);
       if ("error" in outcome) throw outcome.error;
       return c.json(chatCompletion({ runId, model: turn.model, created, content: outcome.content, usage: usageOf(outcome.usage) }), 200);
@@ -224,6 +227,7 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
             },
             keep: async () => !closed && (await lease.renew()) !== false,
           });
+          runEnded(queued, r.run); // D-069
           if (closed) return;
           const outcome: Outcome = r.blocked ? { content: "", usage: r.run?.usage ?? NO_USAGE } : outcomeOf(r.run, runId, waitSeconds);
           if ("error" in outcome) {
