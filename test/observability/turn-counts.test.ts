@@ -20,7 +20,7 @@ import { createLogger } from "../../src/observability/logger";
 import { SessionDO } from "../../src/sessions/SessionDO";
 import { runConfig, uniqueHost } from "../support/config";
 import { type Counter, type Counts, per1000, quiescent, startCounting } from "../support/counters";
-import { ADMIN, ALICE, type App, call } from "../support/runs";
+import { ADMIN, type App, call, postRunAndWait } from "../support/runs";
 
 const TURNS = Math.max(8, Number((env as unknown as { COUNT_TURNS?: string }).COUNT_TURNS ?? "24") || 24);
 const CONVERSATIONS = 8;
@@ -152,15 +152,7 @@ describe("ISSUE23 counts per 1,000 plain turns", () => {
       return res.headers.get("X-Run-Id") as string;
     };
     const fresh = async (): Promise<string> => {
-      const res = await app.request(
-        "https://gateway.test/v1/runs",
-        {
-          method: "POST",
-          headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=30" },
-          body: JSON.stringify({ agent_id: agentId, message: "hello" }),
-        },
-        env,
-      );
+      const res = await postRunAndWait(app, { agent_id: agentId, message: "hello" });
       const view = (await res.json()) as { id: string; status: string; output: string };
       expect(res.status).toBe(200);
       expect(view).toMatchObject({ status: "completed", output: "pong" });

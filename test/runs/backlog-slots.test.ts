@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { BACKLOG_CACHE_MS, backlogClock, forgetBacklog, giveSlotBack } from "../../src/runs/backlog";
 import { refuseWhenApprovalsBacklogged } from "../../src/runs/submit";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
-import { ALICE, type App, appFor, call, registerTestTools } from "../support/runs";
+import { type App, appFor, call, postRunAndWait, registerTestTools } from "../support/runs";
 
 registerTestTools();
 
@@ -53,15 +53,7 @@ const configFor = (host: string, agentId: string, perCaller: number) =>
 
 /** A fresh session's turn through `POST /v1/runs` with `Prefer: wait`: its run's status. */
 async function waitedRun(app: App, agentId: string): Promise<{ status: number; run: string }> {
-  const res = await app.request(
-    "https://gateway.test/v1/runs",
-    {
-      method: "POST",
-      headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=30" },
-      body: JSON.stringify({ agent_id: agentId, message: "hello" }),
-    },
-    env,
-  );
+  const res = await postRunAndWait(app, { agent_id: agentId, message: "hello" });
   const body = (await res.json()) as { status?: string };
   return { status: res.status, run: body.status ?? "" };
 }

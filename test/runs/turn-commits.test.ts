@@ -13,7 +13,7 @@ import { SessionDO } from "../../src/sessions/SessionDO";
 import { hasServiceCommands, noteServiceCommandsSaved, SETUP_CACHE_MS } from "../../src/storage/setup-records";
 import { runConfig, uniqueHost } from "../support/config";
 import { type Counter, quiescent, startCounting } from "../support/counters";
-import { ADMIN, ALICE, type App, appFor, call, runDetail } from "../support/runs";
+import { ADMIN, type App, appFor, call, postRunAndWait, runDetail } from "../support/runs";
 
 let counter: Counter | null = null;
 let undoPrepare: (() => void) | null = null;
@@ -135,15 +135,7 @@ describe("ISSUE23 a plain turn's commits and D1 reads before its reply", () => {
     const app = appFor(runConfig(uniqueHost("ok"), { agentId, agent: { tools: { allow: [] } } }));
     noteServiceCommandsSaved(agentId); // "configured" known in this isolate: no D1 read (its I/O would split T1)
     const fresh = async (): Promise<string> => {
-      const res = await app.request(
-        "https://gateway.test/v1/runs",
-        {
-          method: "POST",
-          headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=30" },
-          body: JSON.stringify({ agent_id: agentId, message: "hello" }),
-        },
-        env,
-      );
+      const res = await postRunAndWait(app, { agent_id: agentId, message: "hello" });
       const view = (await res.json()) as { id: string; status: string; output: string };
       expect(view).toMatchObject({ status: "completed", output: "pong" });
       return view.id;

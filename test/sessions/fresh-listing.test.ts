@@ -15,7 +15,7 @@ import { SessionDO } from "../../src/sessions/SessionDO";
 import { noteServiceCommandsSaved } from "../../src/storage/setup-records";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { type Counter, quiescent, startCounting } from "../support/counters";
-import { ADMIN, ALICE, type App, appFor, call, until } from "../support/runs";
+import { ADMIN, type App, appFor, call, postRunAndWait, until } from "../support/runs";
 import { inSession } from "../support/session";
 
 const label = () => crypto.randomUUID().slice(0, 8);
@@ -75,15 +75,7 @@ describe("ISSUE23 D-069 a fresh session is listed with its first run in one D1 b
     const t0 = Date.now();
     backlogClock.now = () => t0; // the backlog copy the warm-up read serves the measured turn (D-069 (a))
     const fresh = async () => {
-      const res = await app.request(
-        "https://gateway.test/v1/runs",
-        {
-          method: "POST",
-          headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=30" },
-          body: JSON.stringify({ agent_id: agentId, message: "hello" }),
-        },
-        env,
-      );
+      const res = await postRunAndWait(app, { agent_id: agentId, message: "hello" });
       return (await res.json()) as { id: string; status: string; output: string };
     };
     await fresh(); // the isolate's schema snapshot, the backlog copy

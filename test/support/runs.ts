@@ -13,6 +13,19 @@ export type App = ReturnType<typeof createApp>;
 
 export const appFor = (config: GatewayConfig): App => createApp({ config, logger: createLogger("error") });
 
+/** `POST /v1/runs` with `Prefer: wait=30` as alice: the answer itself (200 with the run if it ended in time, else 202). */
+export async function postRunAndWait(app: App, body: { agent_id: string; message: string }): Promise<Response> {
+  return app.request(
+    "https://gateway.test/v1/runs",
+    {
+      method: "POST",
+      headers: { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json", Prefer: "wait=30" },
+      body: JSON.stringify(body),
+    },
+    env,
+  );
+}
+
 export async function call(app: App, method: string, path: string, body?: unknown, token = ALICE) {
   const res = await app.request(
     `https://gateway.test${path}`,
