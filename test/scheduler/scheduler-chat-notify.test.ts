@@ -14,17 +14,21 @@ import { createJob, JobWrite } from "../../src/scheduler/jobs";
 import { runSchedulerTick } from "../../src/scheduler/tick";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import type { PlatformPost } from "../support/outbound";
-import { ADMIN, type App, appFor, call, until } from "../support/runs";
+import { ADMIN, type App, appFor, call, registerTestTools, runDetail, until } from "../support/runs";
+
+registerTestTools();
 
 const label = () => crypto.randomUUID().slice(0, 8);
 const jobId = (name: string) => `cn-${name}-${label()}`;
 
 /** A config whose agent `reporter` answers through `provider`, with Telegram and Slack at the given mock hosts. */
-function chatConfig(o: { provider?: string; telegram?: string; slack?: string; enabled?: boolean; runs?: Record<string, unknown> } = {}) {
+function chatConfig(
+  o: { provider?: string; telegram?: string; slack?: string; enabled?: boolean; runs?: Record<string, unknown>; tools?: string[] } = {},
+) {
   const on = o.enabled ?? true;
   return runConfig(o.provider ?? uniqueHost("ok"), {
     agentId: "reporter",
-    agent: { tools: { allow: [] } },
+    agent: { tools: { allow: o.tools ?? [] } },
     ...(o.runs ? { runs: o.runs } : {}),
     channels: {
       telegram: { enabled: on, apiBaseUrl: `https://${o.telegram ?? `ok-${label()}.telegram.test`}` },
@@ -152,6 +156,27 @@ describe("ISSUE24-1 a job's report goes to the chat", () => {
       },
     ]);
     expect(await notifyState(id)).toMatchObject({ notify_status: "delivered", notify_attempts: 1 });
+  });
+
+  it("ISSUE24-1 an escalated run (the failure loop stopped it) → one code and an actionable sentence, no tool trace", async () => {
+    const provider = uniqueHost("script");
+    const fail = (id: string) => ({ tool_calls: [{ id, name: "test__fail", arguments: "{}" }] });
+    await scriptProvider(provider, [fail("f1"), fail("f2"), fail("f3"), fail("f4"), fail("f5"), { content: "never asked" }]);
+    const sl = `ok-${label()}.slack.test`;
+    const id = jobId("esc");
+    const config = chatConfig({ provider, slack: sl, tools: ["test.fail"] });
+    const runId = await fire(id, { channel: "slack", target: "C0123456789" }, config);
+    await until(() => settled(id), 15_000);
+    expect((await postsAt(sl)).map((p) => p.body)).toEqual([
+      {
+        channel: "C0123456789",
+        text: `[internal.error] The scheduled job "${id}" stopped after repeated tool errors. Ask an operator to check run ${runId} in the dashboard and adjust the job's message or tools.`,
+      },
+    ]);
+    // The whole escalation stays in the run view.
+    const detail = await runDetail(appFor(config), runId);
+    expect(detail.events.at(-1)).toMatchObject({ event_type: "run.completed", payload: { needs_guidance: true } });
+    expect(detail.run.output).toContain("test.fail: failed");
   });
 
   it("ISSUE24-1 a long output is split at Telegram's 4096 characters, losslessly, in order", async () => {
