@@ -25,18 +25,26 @@ import { redactText } from "../security/redact";
 import { boundSecret, withheldMessage } from "../security/secret-origins";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
+import { jobFailureText } from "./job-reports";
 import { postSlackMessage } from "./slack";
 import { postSignedWebhook, webhookKey } from "./standard-webhooks";
 import { sendTelegramMessage, splitTelegramText } from "./telegram";
 
 /**
  * Where a reply goes, resolved when the message was accepted. `tokenOrigin`: where the deployment's own config
- * sends the bot token (issue 20 §5; absent on older rows: the bundled file's origin).
+ * sends the bot token (issue 20 §5; absent on older rows: the bundled file's origin). `job`: the "reply" is a
+ * scheduled job's report to a chat (issue 24 §1, src/scheduler/chat-notify.ts) — posted to the chat, not in reply
+ * to a message, and a run that did not end with a report says so in the job's words (src/channels/job-reports.ts).
  */
 export type ReplyTarget =
-  | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null; tokenOrigin?: string }
-  | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null; tokenOrigin?: string }
+  | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null; tokenOrigin?: string; job?: JobReport }
+  | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null; tokenOrigin?: string; job?: JobReport }
   | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string };
+
+/** The job a chat report belongs to. */
+export interface JobReport {
+  jobId: string;
+}
 
 export const MAX_ATTEMPTS = 6;
 const BASE_DELAY_MS = 2_000;
@@ -77,6 +85,7 @@ interface Row extends Record<string, SqlStorageValue> {
   attempts: number;
   run_status: string;
   run_output: string | null;
+  run_error: string | null;
   /** 1 when the run ended in a failure-loop escalation (`run.completed` with `needs_guidance`). */
   escalated: number;
 }
@@ -117,7 +126,7 @@ export async function deliverReplies(host: ReplyHost, now = Date.now()): Promise
 /** Pending replies of finished runs whose attempt is due, oldest first (at most 20 per pass). */
 function dueReplies(sql: Sql, now: number): Row[] {
   return sql.all<Row>`
-    SELECT o.run_id, o.target, o.status, o.parts_sent, o.message_ids, o.attempts, r.status AS run_status, r.output AS run_output,
+    SELECT o.run_id, o.target, o.status, o.parts_sent, o.message_ids, o.attempts, r.status AS run_status, r.output AS run_output, r.error AS run_error,
            EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = o.run_id AND e.event_type = 'run.completed'
                    AND json_extract(e.payload, '$.needs_guidance') = 1) AS escalated
     FROM reply_outbox o JOIN runs r ON r.id = o.run_id
@@ -150,7 +159,17 @@ export const ESCALATION_REPLY =
   "[internal.error] I stopped after repeated tool errors. Please reply with different inputs or another approach, or ask an operator to check the run.";
 
 /** The text a finished run answers with: the output of a completed run; failed and cancelled runs say so briefly. */
-function replyText(row: Row, secrets: readonly string[]): string {
+function replyText(row: Row, target: ReplyTarget, secrets: readonly string[]): string {
+  if ("job" in target && target.job) {
+    const failure = jobFailureText({
+      ...target.job,
+      runId: row.run_id,
+      status: row.run_status,
+      escalated: Boolean(row.escalated),
+      error: row.run_error,
+    });
+    if (failure !== null) return failure;
+  }
   if (row.run_status === "completed" && row.escalated) return ESCALATION_REPLY;
   if (row.run_status === "completed") return guardedReplyText(row.run_output ?? "", secrets);
   if (row.run_status === "failed") return "Sorry, I could not answer that just now. Please try again later.";
@@ -160,7 +179,7 @@ function replyText(row: Row, secrets: readonly string[]): string {
 async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
   const { sql, storage } = host;
   const target = JSON.parse(row.target) as ReplyTarget;
-  const text = replyText(row, host.secrets);
+  const text = replyText(row, target, host.secrets);
   if (text.trim() === "") return settle(host, row.run_id, "skipped", null);
   const parts =
     target.channel === "telegram" ? splitTelegramText(text) : target.channel === "slack" ? splitPlain(text, SLACK_LIMIT) : [text];

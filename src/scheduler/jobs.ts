@@ -12,13 +12,14 @@ import { z } from "zod";
 import type { RunCompletion } from "../runs/completion";
 import { AGENT_ID } from "../sessions/keys";
 import { checkUrl } from "../tools/net-policy";
+import { CHAT_NOTIFY, isChatNotifyChannel } from "./chat-notify";
 import { parseSchedule, type Schedule, validateTimeZone } from "./schedule";
 import { type SlotState, slotAfter } from "./slots";
 
 export const JOB_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
-/** Where a job's output goes when its run ends. Chat channels join when their adapters exist. */
-export const NOTIFY_CHANNELS = ["none", "webhook"] as const;
+/** Where a job's output goes when its run ends: nowhere, a signed webhook, or a chat (chat-notify.ts; issue 24 §1). */
+export const NOTIFY_CHANNELS = ["none", "webhook", ...(Object.keys(CHAT_NOTIFY) as (keyof typeof CHAT_NOTIFY)[])] as const;
 export type NotifyChannel = (typeof NOTIFY_CHANNELS)[number];
 
 const Notify = z.strictObject({
@@ -57,6 +58,10 @@ export const JobWrite = z
       const url = checkUrl(job.notify.target);
       if (!url.ok) ctx.addIssue({ code: "custom", path: ["notify", "target"], message: `not an allowed webhook URL (${url.reason})` });
       else if (url.url.protocol !== "https:") ctx.addIssue({ code: "custom", path: ["notify", "target"], message: "must be an https URL" });
+    }
+    const chat = job.notify.channel;
+    if (isChatNotifyChannel(chat) && !CHAT_NOTIFY[chat].target.test(job.notify.target)) {
+      ctx.addIssue({ code: "custom", path: ["notify", "target"], message: `must be ${CHAT_NOTIFY[chat].rule}` });
     }
   });
 export type JobWrite = z.infer<typeof JobWrite>;

@@ -11,19 +11,28 @@
  *   at the first attempt. Network errors, timeouts, 408, 429 and 5xx are
  *   retried with 4× backoff; other answers (and redirects, which are never
  *   followed) fail the delivery at once.
+ * - `telegram`, `slack` (issue 24 §1, chat-notify.ts): the run is also queued with a reply outbox row
+ *   (src/channels/replies.ts) that posts its output to the chat — once, split, retried like any reply. The
+ *   notification row here only follows it: when the reply has settled, its outcome is copied here (and to D1),
+ *   audited as `job.notify.*` like a webhook's.
  *
  * The outcome is mirrored to D1 (`job_firings.notify_*`) for the admin API,
  * retried until D1 takes it, and recorded as audit events.
  */
+import { enqueueReply } from "../channels/replies";
 import { postSignedWebhook, webhookKey } from "../channels/standard-webhooks";
 import { type RunCompletion, recordedCompletion } from "../runs/completion";
 import { redactText } from "../security/redact";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { checkUrl } from "../tools/net-policy";
+import type { ChatNotifySpec } from "./chat-notify";
 
-/** What a job run carries about its notification (resolved from config by the tick). */
-export interface NotifySpec {
+/** What a job run carries about its notification (resolved from config by the tick): a webhook, or a chat report. */
+export type NotifySpec = WebhookNotifySpec | ChatNotifySpec;
+
+/** A signed webhook notification. */
+export interface WebhookNotifySpec {
   channel: "webhook";
   target: string;
   webhookId: string;
@@ -50,14 +59,29 @@ export function retryDelayMs(baseMs: number, attempts: number): number {
   return Math.min(MAX_RETRY_DELAY_MS, baseMs * 4 ** Math.max(0, attempts - 1));
 }
 
-/** Queues the notification of `runId` (call inside the transaction that creates the run; it creates the outbox first). */
+/**
+ * Queues the notification of `runId` (call inside the transaction that creates the run; it creates the outbox first).
+ * A chat report also queues the run's reply to the chat, which delivers it.
+ */
 export function enqueueNotify(sql: Sql, runId: string, spec: NotifySpec): void {
   ensureLazyTables(sql, "notify_outbox"); // an object no notifying job ran in has no outbox (D-062)
+  if (spec.channel !== "webhook") {
+    enqueueChatNotify(sql, runId, spec);
+    return;
+  }
   sql.run`INSERT INTO notify_outbox (run_id, job_id, scheduled_for, channel, target, webhook_id, settings, status, attempts, next_attempt_at, reported)
           VALUES (${runId}, ${spec.jobId}, ${spec.scheduledFor}, ${spec.channel}, ${spec.target}, ${spec.webhookId},
                   ${JSON.stringify({ maxAttempts: spec.maxAttempts, retryBaseMs: spec.retryBaseMs, timeoutMs: spec.timeoutMs })},
                   'pending', 0, 0, 1)
           ON CONFLICT (run_id) DO NOTHING`;
+}
+
+function enqueueChatNotify(sql: Sql, runId: string, spec: ChatNotifySpec): void {
+  // reported = 1: the tick claimed the firing as `pending` in D1, which is what this row says until its reply settles.
+  sql.run`INSERT INTO notify_outbox (run_id, job_id, scheduled_for, channel, target, webhook_id, settings, status, attempts, next_attempt_at, reported)
+          VALUES (${runId}, ${spec.jobId}, ${spec.scheduledFor}, ${spec.channel}, ${spec.target}, '', '{}', 'pending', 0, 0, 1)
+          ON CONFLICT (run_id) DO NOTHING`;
+  enqueueReply(sql, runId, spec.reply);
 }
 
 /** When the alarm must next deliver or report: the earliest pending attempt of a finished run, or a D1 retry. */
@@ -68,9 +92,12 @@ export function nextNotifyAt(sql: Sql, now: number): number | null {
 function nextNotifyIn(sql: Sql, now: number): number | null {
   const due = sql.one<{ at: number | null }>`
     SELECT MIN(n.next_attempt_at) AS at FROM notify_outbox n JOIN runs r ON r.id = n.run_id
-    WHERE n.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled')`;
+    WHERE n.status = 'pending' AND n.channel = 'webhook' AND r.status IN ('completed', 'failed', 'cancelled')`;
+  const settled = settledChatReplies(sql).length > 0 ? now : null;
   const unreported = sql.one<{ n: number }>`SELECT COUNT(*) AS n FROM notify_outbox WHERE reported = 0`;
-  const times = [due?.at ?? null, unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null].filter((t): t is number => t !== null);
+  const times = [due?.at ?? null, settled, unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null].filter(
+    (t): t is number => t !== null,
+  );
   return times.length > 0 ? Math.min(...times) : null;
 }
 
@@ -115,12 +142,63 @@ export async function deliverNotifications(host: NotifyHost, now = Date.now()): 
     () => sql.all<OutboxRow>`
     SELECT n.*, r.status AS run_status, r.output AS run_output, r.error AS run_error, r.agent_id AS agent_id
     FROM notify_outbox n JOIN runs r ON r.id = n.run_id
-    WHERE n.status = 'pending' AND r.status IN ('completed', 'failed', 'cancelled') AND n.next_attempt_at <= ${now}
+    WHERE n.status = 'pending' AND n.channel = 'webhook' AND r.status IN ('completed', 'failed', 'cancelled') AND n.next_attempt_at <= ${now}
     ORDER BY n.next_attempt_at LIMIT 20`,
   );
   if (due === null) return; // no outbox: nothing was ever queued, nothing to report
   for (const row of due) await deliverOne(host, row);
+  followChatReplies(host);
   await reportToD1(host);
+}
+
+/** A chat report whose reply has settled (delivered, failed, unknown or skipped) while its notification is pending. */
+interface SettledReply extends Record<string, SqlStorageValue> {
+  run_id: string;
+  job_id: string;
+  scheduled_for: string;
+  channel: string;
+  reply_status: string;
+  attempts: number;
+  last_error: string | null;
+  updated_at: string;
+  message_ids: string;
+}
+
+/** Chat reports whose reply has settled; none when no reply was ever queued here. */
+function settledChatReplies(sql: Sql): SettledReply[] {
+  return readLazy(
+    sql,
+    "reply_outbox",
+    [],
+    () => sql.all<SettledReply>`
+      SELECT n.run_id, n.job_id, n.scheduled_for, n.channel, o.status AS reply_status, o.attempts, o.last_error, o.updated_at, o.message_ids
+      FROM notify_outbox n JOIN reply_outbox o ON o.run_id = n.run_id
+      WHERE n.status = 'pending' AND n.channel <> 'webhook' AND o.status IN ('delivered', 'failed', 'unknown', 'skipped')
+      LIMIT 50`,
+  );
+}
+
+/**
+ * Copies each settled chat reply's outcome to its notification: delivered, or failed with the reply's reason (a send
+ * that may or may not have been posted — `unknown` — is not retried, so for the job it failed, saying why).
+ */
+function followChatReplies(host: NotifyHost): void {
+  for (const r of settledChatReplies(host.sql)) {
+    const delivered = r.reply_status === "delivered";
+    const error = delivered
+      ? null
+      : r.reply_status === "skipped"
+        ? "the run ended with no output to send"
+        : (r.last_error ?? r.reply_status);
+    const base = { job_id: r.job_id, scheduled_for: r.scheduled_for, channel: r.channel, attempt: r.attempts };
+    host.storage.transactionSync(() => {
+      host.sql.run`UPDATE notify_outbox SET status = ${delivered ? "delivered" : "failed"}, attempts = ${r.attempts}, last_error = ${error},
+                          delivered_at = ${delivered ? r.updated_at : null}, reported = 0
+                   WHERE run_id = ${r.run_id}`;
+      if (delivered) host.audit("job.notify.delivered", r.run_id, { ...base, message_ids: JSON.parse(r.message_ids) as string[] });
+      else host.audit("job.notify.failed", r.run_id, { ...base, error });
+    });
+  }
 }
 
 async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {

@@ -25,6 +25,7 @@ import { jobCallerKey } from "../runs/caller";
 import type { ConfigRef } from "../runs/spec";
 import { submitTurn } from "../runs/submit";
 import { parseSessionKey } from "../sessions/keys";
+import { chatNotifySpec, chatNotifyUnavailable, isChatNotifyChannel } from "./chat-notify";
 import { type NotifySpec, webhookIdFor } from "./notify";
 import { dueFiring } from "./slots";
 
@@ -78,6 +79,23 @@ export function firingSessionKey(f: Pick<Firing, "agentId" | "jobId" | "schedule
 /** The run key of a firing, as the SessionDO dedupes it. */
 export const dispatchKeyOf = (f: Pick<Firing, "jobId" | "scheduledFor">) => `job:${f.jobId}:${f.scheduledFor}`;
 
+/** What a firing's run is queued with for its notification: a signed webhook, a chat report, or nothing. */
+async function notifySpecOf(f: Firing, config: GatewayConfig, ref?: ConfigRef): Promise<NotifySpec | null> {
+  const at = { jobId: f.jobId, scheduledFor: f.scheduledFor };
+  if (isChatNotifyChannel(f.notifyChannel)) return chatNotifySpec({ channel: f.notifyChannel, target: f.notifyTarget, ...at }, config, ref);
+  if (f.notifyChannel !== "webhook") return null;
+  const n = config.scheduler.notify;
+  return {
+    channel: "webhook",
+    target: f.notifyTarget,
+    webhookId: await webhookIdFor(f.jobId, f.scheduledFor),
+    ...at,
+    maxAttempts: n.maxAttempts,
+    retryBaseMs: n.retryBaseMs,
+    timeoutMs: n.timeoutMs,
+  };
+}
+
 /** The production dispatcher: queues the firing's run in its SessionDO. */
 export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayConfig, ref?: ConfigRef): Dispatcher {
   return async (f) => {
@@ -85,20 +103,7 @@ export function sessionDispatcher(env: Pick<Env, "SESSIONS">, config: GatewayCon
     if (!agent) return { ok: false, skip: true, error: `agent "${f.agentId}" is not in the configuration` };
     const parsed = parseSessionKey(firingSessionKey(f));
     if (!parsed.ok) return { ok: false, skip: true, error: parsed.error };
-    const n = config.scheduler.notify;
-    const notify: NotifySpec | null =
-      f.notifyChannel === "webhook"
-        ? {
-            channel: "webhook",
-            target: f.notifyTarget,
-            webhookId: await webhookIdFor(f.jobId, f.scheduledFor),
-            jobId: f.jobId,
-            scheduledFor: f.scheduledFor,
-            maxAttempts: n.maxAttempts,
-            retryBaseMs: n.retryBaseMs,
-            timeoutMs: n.timeoutMs,
-          }
-        : null;
+    const notify = await notifySpecOf(f, config, ref);
     const { queued, sessionKey } = await submitTurn(
       { env, config, ...(ref ? { configRef: ref } : {}) },
       {
@@ -274,13 +279,16 @@ export async function runSchedulerTick(
       return;
     }
     dispatched++;
+    // A chat report whose channel was turned off since the job was written: the run went without one; say why here.
+    const notifyError = chatNotifyUnavailable(row.notify_channel, o.config);
     updates.push(
       db
         .prepare(
-          `UPDATE job_firings SET status = 'dispatched', run_id = ?4, session_key = ?5, dispatched_at = ?6, error = NULL
+          `UPDATE job_firings SET status = 'dispatched', run_id = ?4, session_key = ?5, dispatched_at = ?6, error = NULL,
+                  notify_status = CASE WHEN ?7 IS NULL THEN notify_status ELSE 'failed' END, notify_error = COALESCE(?7, notify_error)
            WHERE job_id = ?1 AND scheduled_for = ?2 AND tick = ?3 AND status = 'claimed'`,
         )
-        .bind(row.job_id, row.scheduled_for, tick, outcome.runId, outcome.sessionKey, new Date().toISOString()),
+        .bind(row.job_id, row.scheduled_for, tick, outcome.runId, outcome.sessionKey, new Date().toISOString(), notifyError),
     );
     logger.log("info", "scheduler.firing", {
       job_id: row.job_id,

@@ -263,7 +263,8 @@ const platformPosts: PlatformPost[] = [];
 /**
  * Chat platform APIs: Telegram Bot API at `https://<scenario>[-x].telegram.test/bot<token>/sendMessage`, Slack Web API at
  * `https://<scenario>[-x].slack.test/api/chat.postMessage`. Scenarios: `ok`; `flaky` — the first `fail` (default 1, from a
- * host label `flaky<n>`) posts to the host answer 429 (Telegram `retry_after: 0`) or 500, then ok; `down` always 500.
+ * host label `flaky<n>`) posts to the host answer 429 (Telegram `retry_after: 0`) or 500, then ok; `limited` — the first
+ * post answers 429 on either platform (Slack with `Retry-After: 0`), then ok; `down` always 500.
  * Seen at `GET https://mock.control/platform?host=<host>`.
  */
 async function platformAnswer(kind: "telegram" | "slack", scenario: string, request: Request, url: URL): Promise<Response> {
@@ -277,6 +278,7 @@ async function platformAnswer(kind: "telegram" | "slack", scenario: string, requ
       : (request.headers.get("authorization") ?? "").startsWith("Bearer xoxb-");
   let status = 200;
   if (scenario === "down" || (flaky && earlier < failFirst)) status = kind === "telegram" && flaky ? 429 : 500;
+  if (scenario === "limited" && earlier === 0) status = 429;
   platformPosts.push({ host: url.hostname, method: url.pathname.split("/").at(-1) ?? "", body, authorized, answered: status });
   if (kind === "telegram") {
     if (status === 429)
@@ -284,6 +286,11 @@ async function platformAnswer(kind: "telegram" | "slack", scenario: string, requ
     if (status !== 200) return json({ ok: false, error_code: status, description: "Internal Server Error" }, status);
     return json({ ok: true, result: { message_id: 1000 + earlier, chat: { id: body.chat_id }, text: body.text } });
   }
+  if (status === 429)
+    return new Response(JSON.stringify({ ok: false, error: "ratelimited" }), {
+      status,
+      headers: { "content-type": "application/json", "retry-after": "0" },
+    });
   if (status !== 200) return json({ ok: false, error: "internal_error" }, status);
   return json({ ok: true, channel: body.channel, ts: `1700000000.${String(100000 + earlier)}` });
 }

@@ -43,8 +43,16 @@ export const jobsView: ViewFactory = (ctx) => {
     { id: "job-notify-channel", name: "notify_channel" },
     h("option", { value: "none" }, "none"),
     h("option", { value: "webhook" }, "webhook"),
+    h("option", { value: "telegram" }, "telegram"),
+    h("option", { value: "slack" }, "slack"),
   );
-  const notifyTarget = h("input", { id: "job-notify-target", name: "notify_target", type: "url", placeholder: "https://… (webhook only)" });
+  // A webhook URL, a Telegram chat id (or @channelusername) or a Slack channel id: the gateway checks which (docs/scheduler.md).
+  const notifyTarget = h("input", {
+    id: "job-notify-target",
+    name: "notify_target",
+    autocomplete: "off",
+    placeholder: "https://… · Telegram chat id · Slack C…",
+  });
   const enabled = h("input", { id: "job-enabled", name: "enabled", type: "checkbox", checked: true });
   const submit = h("button", { id: "job-submit", type: "submit" }, "Create job");
   const form = h(
@@ -57,7 +65,7 @@ export const jobsView: ViewFactory = (ctx) => {
     field("mode", mode),
     field("timezone", timezone),
     field("notify", notifyChannel),
-    field("webhook target", notifyTarget),
+    field("notify target", notifyTarget),
     h("label", { class: "check" }, enabled, " enabled"),
     h("div", {}, submit),
   );

@@ -12,6 +12,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { webhookKey } from "../../channels/standard-webhooks";
 import { GatewayError, invalidRequestFromZod } from "../../errors";
+import { CHAT_NOTIFY, isChatNotifyChannel } from "../../scheduler/chat-notify";
 import {
   createJob,
   deleteJob,
@@ -30,6 +31,28 @@ import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from 
 import { RunCompletionSchema } from "../run-schemas";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
+/** Each notify variant as documented (issue 24 §1 adds the chat channels; Discord joins with its adapter). */
+const NOTIFY_VARIANTS = [
+  { channel: "none", title: "JobNotifyNone", target: z.literal("").openapi({ description: "empty" }) },
+  {
+    channel: "webhook",
+    title: "JobNotifyWebhook",
+    target: z.string().openapi({ description: "an https URL (not a private address), POSTed a Standard Webhooks signed body" }),
+  },
+  ...Object.entries(CHAT_NOTIFY).map(([channel, c]) => ({
+    channel,
+    title: `JobNotify${channel[0]?.toUpperCase()}${channel.slice(1)}`,
+    target: z
+      .string()
+      .regex(c.target)
+      .openapi({ description: `${c.rule}; the channel must be enabled and ${c.secret} set` }),
+  })),
+];
+
+const JobNotify = z
+  .union(NOTIFY_VARIANTS.map((v) => z.object({ channel: z.literal(v.channel), target: v.target }).openapi(v.title)))
+  .openapi("JobNotify", { description: "Where the run's output goes when a firing's run ends (docs/scheduler.md, Notifications)" });
+
 const Job = z
   .object({
     job_id: z.string(),
@@ -37,7 +60,7 @@ const Job = z
     schedule: z.string(),
     message: z.string(),
     mode: z.enum(["isolated", "main_like"]),
-    notify: z.object({ channel: z.enum(["none", "webhook"]), target: z.string() }),
+    notify: JobNotify,
     enabled: z.boolean(),
     timezone: z.string(),
     created_at: z.string(),
@@ -82,12 +105,11 @@ const JobBody = z
     schedule: z.string().openapi({ example: "@every 1h" }),
     message: z.string(),
     mode: z.enum(["isolated", "main_like"]),
+    // Validated by JobWrite (its messages name the field), so the route takes any shape here and documents the variants.
     notify: z
-      .object({
-        channel: z.string().openapi({ description: "none | webhook" }),
-        target: z.string().openapi({ description: "https URL for webhook" }),
-      })
-      .optional(),
+      .object({ channel: z.string(), target: z.string().optional() })
+      .optional()
+      .openapi({ allOf: [{ $ref: "#/components/schemas/JobNotify" }], description: "default {channel: none}" }),
     enabled: z.boolean(),
     timezone: z.string().optional(),
   })
@@ -199,7 +221,25 @@ async function validWrite(c: Context<AppEnv>): Promise<JobWrite> {
       "notify.channel: webhook notifications need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway",
     );
   }
+  if (isChatNotifyChannel(job.notify.channel)) chatChannelReady(c, job.notify.channel);
   return job;
+}
+
+/** A job may report to a chat only through a channel the config in force enables, with its bot token set. */
+function chatChannelReady(c: Context<AppEnv>, channel: keyof typeof CHAT_NOTIFY): void {
+  if (!c.get("config").channels[channel].enabled) {
+    throw new GatewayError(
+      "invalid.request",
+      `notify.channel: the ${channel} channel is not enabled in the configuration in force (channels.${channel}.enabled)`,
+    );
+  }
+  const secret = CHAT_NOTIFY[channel].secret;
+  if (!c.env[secret]) {
+    throw new GatewayError(
+      "invalid.request",
+      `notify.channel: ${channel} reports need the ${secret} secret, which is not set on this gateway`,
+    );
+  }
 }
 
 function refused(r: JobWriteRefusal, jobId: string): GatewayError {

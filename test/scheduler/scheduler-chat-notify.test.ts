@@ -1,0 +1,352 @@
+/**
+ * Issue 24 §1: scheduled reports delivered to a chat. A job with `notify: {channel: "telegram" | "slack", target}`
+ * posts its run's output there through the channel's reply outbox — once, split at the platform's limit, retried on
+ * 429 — and a failed run is one code and an actionable sentence. The target is checked when the job is written.
+ * Telegram's sendMessage and Slack's chat.postMessage are mocked at the network boundary (test/support/outbound.ts).
+ */
+import { createScheduledController, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { jobFailureText } from "../../src/channels/job-reports";
+import type { GatewayConfig } from "../../src/config/schema";
+import { createLogger } from "../../src/observability/logger";
+import { createJob, JobWrite } from "../../src/scheduler/jobs";
+import { runSchedulerTick } from "../../src/scheduler/tick";
+import { runConfig, scriptProvider, uniqueHost } from "../support/config";
+import type { PlatformPost } from "../support/outbound";
+import { ADMIN, type App, appFor, call, registerTestTools, runDetail, until } from "../support/runs";
+
+registerTestTools();
+
+const label = () => crypto.randomUUID().slice(0, 8);
+const jobId = (name: string) => `cn-${name}-${label()}`;
+
+/** A config whose agent `reporter` answers through `provider`, with Telegram and Slack at the given mock hosts. */
+function chatConfig(
+  o: { provider?: string; telegram?: string; slack?: string; enabled?: boolean; runs?: Record<string, unknown>; tools?: string[] } = {},
+) {
+  const on = o.enabled ?? true;
+  return runConfig(o.provider ?? uniqueHost("ok"), {
+    agentId: "reporter",
+    agent: { tools: { allow: o.tools ?? [] } },
+    ...(o.runs ? { runs: o.runs } : {}),
+    channels: {
+      telegram: { enabled: on, apiBaseUrl: `https://${o.telegram ?? `ok-${label()}.telegram.test`}` },
+      slack: { enabled: on, apiBaseUrl: `https://${o.slack ?? `ok-${label()}.slack.test`}/api` },
+    },
+  });
+}
+
+async function postsAt(host: string): Promise<PlatformPost[]> {
+  return (await fetch(`https://mock.control/platform?host=${host}`)).json();
+}
+
+/** Creates a job reporting to `notify` at 10:00 and fires its 11:00 slot under `config`; returns the firing's run id. */
+async function fire(id: string, notify: { channel: string; target: string }, config: GatewayConfig): Promise<string> {
+  const write = JobWrite.parse({
+    job_id: id,
+    agent_id: "reporter",
+    schedule: "@every 1h",
+    message: "daily numbers",
+    mode: "isolated",
+    enabled: true,
+    notify,
+  });
+  const created = await createJob(env.DB, write, new Date("2030-01-01T10:00:00Z"));
+  if (!created.ok) throw new Error(JSON.stringify(created));
+  const controller = createScheduledController({ scheduledTime: new Date("2030-01-01T11:00:00Z"), cron: "* * * * *" });
+  await runSchedulerTick(env, controller, createLogger("error"), { config });
+  const row = await env.DB.prepare("SELECT run_id FROM job_firings WHERE job_id = ?1").bind(id).first<{ run_id: string }>();
+  if (!row?.run_id) throw new Error("not dispatched");
+  return row.run_id;
+}
+
+async function notifyState(id: string) {
+  return env.DB.prepare("SELECT notify_channel, notify_status, notify_attempts, notify_error FROM job_firings WHERE job_id = ?1")
+    .bind(id)
+    .first();
+}
+
+/** The run's audit events (the agent's audit log for today). */
+async function auditOf(app: App, runId: string): Promise<{ event_type: string; actor: string; payload: Record<string, unknown> }[]> {
+  const res = await call(app, "GET", `/api/admin/audit?agent_id=reporter&date=${new Date().toISOString().slice(0, 10)}`, undefined, ADMIN);
+  if (res.status !== 200) return [];
+  return res.text
+    .split("\n")
+    .filter(Boolean)
+    .map((l: string) => JSON.parse(l))
+    .filter((e: { run_id?: string }) => e.run_id === runId);
+}
+
+const settled = async (id: string) => ["delivered", "failed"].includes(String((await notifyState(id))?.notify_status));
+
+describe("ISSUE24-1 a job's report goes to the chat", () => {
+  it("ISSUE24-1 telegram: a firing → exactly one sendMessage with the run's output to the configured chat", async () => {
+    const tg = `ok-${label()}.telegram.test`;
+    const id = jobId("tg");
+    const config = chatConfig({ telegram: tg });
+    const runId = await fire(id, { channel: "telegram", target: "-1001234567890" }, config);
+    await until(() => settled(id));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await postsAt(tg)).toEqual([
+      { host: tg, method: "sendMessage", body: { chat_id: "-1001234567890", text: "pong" }, authorized: true, answered: 200 },
+    ]);
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "telegram",
+      notify_status: "delivered",
+      notify_attempts: 1,
+      notify_error: null,
+    });
+  });
+
+  it("ISSUE24-1 slack: a firing → exactly one chat.postMessage with the run's output to the configured channel, not in a thread", async () => {
+    const sl = `ok-${label()}.slack.test`;
+    const id = jobId("sl");
+    await fire(id, { channel: "slack", target: "C0123456789" }, chatConfig({ slack: sl }));
+    await until(() => settled(id));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await postsAt(sl)).toEqual([
+      { host: sl, method: "chat.postMessage", body: { channel: "C0123456789", text: "pong" }, authorized: true, answered: 200 },
+    ]);
+    expect(await notifyState(id)).toEqual({ notify_channel: "slack", notify_status: "delivered", notify_attempts: 1, notify_error: null });
+  });
+
+  it("ISSUE24-1 telegram 429: retried once — exactly two attempts, one delivered message", async () => {
+    const tg = `limited-${label()}.telegram.test`;
+    const id = jobId("tg429");
+    await fire(id, { channel: "telegram", target: "@sophie_reports" }, chatConfig({ telegram: tg }));
+    await until(() => settled(id), 15_000);
+    await new Promise((r) => setTimeout(r, 300));
+    const posts = await postsAt(tg);
+    expect(posts.map((p) => [p.answered, p.body])).toEqual([
+      [429, { chat_id: "@sophie_reports", text: "pong" }],
+      [200, { chat_id: "@sophie_reports", text: "pong" }],
+    ]);
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "telegram",
+      notify_status: "delivered",
+      notify_attempts: 2,
+      notify_error: null,
+    });
+  });
+
+  it("ISSUE24-1 slack 429: retried once — exactly two attempts, one delivered message", async () => {
+    const sl = `limited-${label()}.slack.test`;
+    const id = jobId("sl429");
+    await fire(id, { channel: "slack", target: "G0PRIVATE1" }, chatConfig({ slack: sl }));
+    await until(() => settled(id), 15_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await postsAt(sl)).map((p) => [p.answered, p.body])).toEqual([
+      [429, { channel: "G0PRIVATE1", text: "pong" }],
+      [200, { channel: "G0PRIVATE1", text: "pong" }],
+    ]);
+    expect(await notifyState(id)).toEqual({ notify_channel: "slack", notify_status: "delivered", notify_attempts: 2, notify_error: null });
+  });
+
+  it("ISSUE24-1 a failed run → one code and an actionable sentence, never the run's error text", async () => {
+    const tg = `ok-${label()}.telegram.test`;
+    const id = jobId("fail");
+    const config = chatConfig({ provider: uniqueHost("error500"), telegram: tg, runs: { providerAttempts: 1 } });
+    const runId = await fire(id, { channel: "telegram", target: "42" }, config);
+    await until(() => settled(id));
+    expect((await postsAt(tg)).map((p) => p.body)).toEqual([
+      {
+        chat_id: "42",
+        text: `[provider.unavailable] The scheduled job "${id}" did not finish. Ask an operator to check run ${runId} in the dashboard.`,
+      },
+    ]);
+    expect(await notifyState(id)).toMatchObject({ notify_status: "delivered", notify_attempts: 1 });
+  });
+
+  it("ISSUE24-1 an escalated run (the failure loop stopped it) → one code and an actionable sentence, no tool trace", async () => {
+    const provider = uniqueHost("script");
+    const fail = (id: string) => ({ tool_calls: [{ id, name: "test__fail", arguments: "{}" }] });
+    await scriptProvider(provider, [fail("f1"), fail("f2"), fail("f3"), fail("f4"), fail("f5"), { content: "never asked" }]);
+    const sl = `ok-${label()}.slack.test`;
+    const id = jobId("esc");
+    const config = chatConfig({ provider, slack: sl, tools: ["test.fail"] });
+    const runId = await fire(id, { channel: "slack", target: "C0123456789" }, config);
+    await until(() => settled(id), 15_000);
+    expect((await postsAt(sl)).map((p) => p.body)).toEqual([
+      {
+        channel: "C0123456789",
+        text: `[internal.error] The scheduled job "${id}" stopped after repeated tool errors. Ask an operator to check run ${runId} in the dashboard and adjust the job's message or tools.`,
+      },
+    ]);
+    // The whole escalation stays in the run view.
+    const detail = await runDetail(appFor(config), runId);
+    expect(detail.events.at(-1)).toMatchObject({ event_type: "run.completed", payload: { needs_guidance: true } });
+    expect(detail.run.output).toContain("test.fail: failed");
+  });
+
+  it("ISSUE24-1 a long output is split at Telegram's 4096 characters, losslessly, in order", async () => {
+    const provider = uniqueHost("script");
+    const long = `${"a".repeat(4000)}\n${"b".repeat(4000)}\n${"c".repeat(100)}`;
+    await scriptProvider(provider, [{ content: long }]);
+    const tg = `ok-${label()}.telegram.test`;
+    const id = jobId("tglong");
+    await fire(id, { channel: "telegram", target: "42" }, chatConfig({ provider, telegram: tg }));
+    await until(() => settled(id));
+    const texts = (await postsAt(tg)).map((p) => p.body.text as string);
+    expect(texts.map((t) => t.length)).toEqual([4001, 4001, 100]);
+    expect(texts.join("")).toBe(long);
+    expect(await notifyState(id)).toMatchObject({ notify_status: "delivered", notify_attempts: 3 });
+  });
+
+  it("ISSUE24-1 a long output is split at the Slack reply path's 39,000 characters", async () => {
+    const provider = uniqueHost("script");
+    const long = "x".repeat(50_000);
+    await scriptProvider(provider, [{ content: long }]);
+    const sl = `ok-${label()}.slack.test`;
+    const id = jobId("sllong");
+    await fire(id, { channel: "slack", target: "D0DIRECT" }, chatConfig({ provider, slack: sl }));
+    await until(() => settled(id));
+    const texts = (await postsAt(sl)).map((p) => p.body.text as string);
+    expect(texts.map((t) => t.length)).toEqual([39_000, 11_000]);
+    expect(texts.join("")).toBe(long);
+  });
+
+  it("ISSUE24-1 a channel turned off after the job was written: the run runs, nothing is posted, the firing says why", async () => {
+    const tg = `ok-${label()}.telegram.test`;
+    const id = jobId("off");
+    const config = chatConfig({ telegram: tg, enabled: false });
+    const runId = await fire(id, { channel: "telegram", target: "42" }, config);
+    await until(() => settled(id));
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "telegram",
+      notify_status: "failed",
+      notify_attempts: 0,
+      notify_error: "the telegram channel is not enabled (channels.telegram.enabled)",
+    });
+    const app = appFor(config);
+    await until(async () => (await call(app, "GET", `/api/admin/runs/${runId}`, undefined, ADMIN)).body?.run.status === "completed");
+    expect(await postsAt(tg)).toEqual([]);
+    // Nothing was queued to send: the object holds neither outbox (D-062 creates them on first write).
+    const tables = await runInDurableObject(env.SESSIONS.getByName(`agent:reporter:job:${id}:job:20300101T110000.000Z`), (_, state) =>
+      state.storage.sql
+        .exec("SELECT name FROM sqlite_master WHERE name IN ('notify_outbox', 'reply_outbox')")
+        .toArray()
+        .map((r) => r.name),
+    );
+    expect(tables).toEqual([]);
+  });
+
+  it("ISSUE24-1 the short texts: escalated, cancelled, and a stored error that is not a gateway code", () => {
+    const run = { jobId: "daily", runId: "run_1", error: null };
+    expect(jobFailureText({ ...run, status: "completed", escalated: true })).toBe(
+      '[internal.error] The scheduled job "daily" stopped after repeated tool errors. Ask an operator to check run run_1 in the dashboard and adjust the job\'s message or tools.',
+    );
+    expect(jobFailureText({ ...run, status: "cancelled", escalated: false })).toBe(
+      '[cancelled] The scheduled job "daily" was cancelled before it finished. Ask an operator to check run run_1 in the dashboard if that was not intended.',
+    );
+    expect(jobFailureText({ ...run, status: "failed", escalated: false, error: '{"code":"Bearer xoxb-leak","message":"secret"}' })).toBe(
+      '[internal.error] The scheduled job "daily" did not finish. Ask an operator to check run run_1 in the dashboard.',
+    );
+    expect(jobFailureText({ ...run, status: "failed", escalated: false, error: "not json" })).toBe(
+      '[internal.error] The scheduled job "daily" did not finish. Ask an operator to check run run_1 in the dashboard.',
+    );
+    expect(jobFailureText({ ...run, status: "completed", escalated: false })).toBeNull();
+  });
+});
+
+describe("ISSUE24-1 the target is checked when the job is written", () => {
+  const on = appFor(chatConfig());
+  const off = appFor(chatConfig({ enabled: false }));
+  const write = (id: string, notify: unknown) => ({
+    job_id: id,
+    agent_id: "reporter",
+    schedule: "@every 1h",
+    message: "report",
+    mode: "isolated",
+    enabled: true,
+    notify,
+  });
+  const admin = (app: App, method: string, path: string, body?: unknown) => call(app, method, path, body, ADMIN);
+
+  /** POST and PUT of `notify` are both refused with exactly `message`, and nothing is stored or changed. */
+  async function refusedBoth(app: App, notify: unknown, message: string): Promise<void> {
+    const id = jobId("bad");
+    const post = await admin(app, "POST", "/api/admin/jobs", write(id, notify));
+    expect({ status: post.status, body: post.body }).toEqual({ status: 400, body: { error: { code: "invalid.request", message } } });
+    expect((await admin(app, "GET", `/api/admin/jobs/${id}`)).status).toBe(404);
+    const existing = jobId("kept");
+    expect((await admin(on, "POST", "/api/admin/jobs", write(existing, { channel: "none", target: "" }))).status).toBe(201);
+    const put = await admin(app, "PUT", `/api/admin/jobs/${existing}`, write(existing, notify));
+    expect({ status: put.status, body: put.body }).toEqual({ status: 400, body: { error: { code: "invalid.request", message } } });
+    expect((await admin(app, "GET", `/api/admin/jobs/${existing}`)).body.notify).toEqual({ channel: "none", target: "" });
+  }
+
+  it("ISSUE24-1 a channel not enabled in the config in force → 400 naming it; nothing stored", async () => {
+    for (const channel of ["telegram", "slack"]) {
+      await refusedBoth(
+        off,
+        { channel, target: channel === "telegram" ? "42" : "C0123456789" },
+        `notify.channel: the ${channel} channel is not enabled in the configuration in force (channels.${channel}.enabled)`,
+      );
+    }
+  });
+
+  it("ISSUE24-1 a malformed Telegram target → 400 naming notify.target (8 cases); nothing stored", async () => {
+    const rule = "notify.target: must be a Telegram chat id (an integer, negative for groups) or @channelusername";
+    for (const target of ["", "abc", "12.5", "0", "-0", "+42", "@abc", "42 "]) await refusedBoth(on, { channel: "telegram", target }, rule);
+  });
+
+  it("ISSUE24-1 a malformed Slack target → 400 naming notify.target (7 cases); nothing stored", async () => {
+    const rule = "notify.target: must be a Slack channel id (C, G or D followed by upper-case letters and digits, e.g. C0123456789)";
+    for (const target of ["", "c0123456789", "X0123456789", "C01234-567", "#general", "C", "C0123456789\n"]) {
+      await refusedBoth(on, { channel: "slack", target }, rule);
+    }
+  });
+
+  it("ISSUE24-1 without the channel's bot token a report cannot be configured (400 naming the secret)", async () => {
+    const res = await on.request(
+      "https://gateway.test/api/admin/jobs",
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/json" },
+        body: JSON.stringify(write(jobId("notoken"), { channel: "slack", target: "C0123456789" })),
+      },
+      { ...env, SLACK_BOT_TOKEN: undefined },
+    );
+    expect({ status: res.status, body: await res.json() }).toEqual({
+      status: 400,
+      body: {
+        error: {
+          code: "invalid.request",
+          message: "notify.channel: slack reports need the SLACK_BOT_TOKEN secret, which is not set on this gateway",
+        },
+      },
+    });
+  });
+
+  it("ISSUE24-1 well-formed targets on an enabled channel are stored as given", async () => {
+    const cases = [
+      { channel: "telegram", target: "42" },
+      { channel: "telegram", target: "-1001234567890" },
+      { channel: "telegram", target: "@sophie_reports" },
+      { channel: "slack", target: "C0123456789" },
+      { channel: "slack", target: "G0PRIVATE1" },
+      { channel: "slack", target: "D0DIRECT" },
+    ];
+    for (const notify of cases) {
+      const res = await admin(on, "POST", "/api/admin/jobs", write(jobId("ok"), notify));
+      expect({ status: res.status, notify: res.body.notify }).toEqual({ status: 201, notify });
+    }
+  });
+
+  it("ISSUE24-1 the OpenAPI document shows every notify variant", async () => {
+    const doc = (await admin(on, "GET", "/openapi.json")).body;
+    const variants = doc.components.schemas.JobNotify.anyOf.map((v: { $ref: string }) => {
+      const s = doc.components.schemas[v.$ref.replace("#/components/schemas/", "")];
+      return [s.properties.channel.const ?? s.properties.channel.enum?.[0], s.required];
+    });
+    expect(variants).toEqual([
+      ["none", ["channel", "target"]],
+      ["webhook", ["channel", "target"]],
+      ["telegram", ["channel", "target"]],
+      ["slack", ["channel", "target"]],
+    ]);
+    expect(doc.components.schemas.Job.properties.notify).toEqual({ $ref: "#/components/schemas/JobNotify" });
+    expect(doc.components.schemas.JobWrite.properties.notify.allOf).toEqual([{ $ref: "#/components/schemas/JobNotify" }]);
+  });
+});
