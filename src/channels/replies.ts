@@ -14,7 +14,7 @@
  *   did not post the message: the part is retried with backoff (honouring
  *   `retry_after`), at most `MAX_ATTEMPTS` attempts;
  * - a send with no answer (the connection dropped, or the object died while a
- *   row was `sending`) may have been posted: Telegram and Slack have no
+ *   row was `sending`) may have been posted: Telegram, Slack and Discord have no
  *   idempotency key, so it is NOT sent again — the reply is marked `unknown`
  *   and audited. Standard Webhooks receivers dedupe on `webhook-id`, so there it
  *   is retried.
@@ -25,6 +25,7 @@ import { redactText } from "../security/redact";
 import { boundSecret, withheldMessage } from "../security/secret-origins";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
+import { sendDiscordFollowup, splitDiscordText } from "./discord";
 import { postSlackMessage } from "./slack";
 import { postSignedWebhook, webhookKey } from "./standard-webhooks";
 import { sendTelegramMessage, splitTelegramText } from "./telegram";
@@ -36,7 +37,9 @@ import { sendTelegramMessage, splitTelegramText } from "./telegram";
 export type ReplyTarget =
   | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null; tokenOrigin?: string }
   | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null; tokenOrigin?: string }
-  | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string };
+  | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string }
+  /** `token`: the interaction's token, a credential for 15 minutes, kept only here (never in events or logs). */
+  | { channel: "discord"; apiBaseUrl: string; applicationId: string; token: string };
 
 export const MAX_ATTEMPTS = 6;
 const BASE_DELAY_MS = 2_000;
@@ -162,8 +165,7 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
   const target = JSON.parse(row.target) as ReplyTarget;
   const text = replyText(row, host.secrets);
   if (text.trim() === "") return settle(host, row.run_id, "skipped", null);
-  const parts =
-    target.channel === "telegram" ? splitTelegramText(text) : target.channel === "slack" ? splitPlain(text, SLACK_LIMIT) : [text];
+  const parts = splitFor(target, text);
   const ids = JSON.parse(row.message_ids) as string[];
   let attempts = row.attempts;
   for (let part = row.parts_sent; part < parts.length; part++) {
@@ -244,6 +246,11 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     });
     return r.ok ? { ok: true, messageId: r.messageId } : { ...r, answered: r.status !== null };
   }
+  if (target.channel === "discord") {
+    // No bot token: the interaction token in the URL authorizes the follow-up.
+    const r = await sendDiscordFollowup({ ...(host.fetch ? { fetch: host.fetch } : {}), ...target, text, signal });
+    return r.ok ? r : { ...r, answered: r.status !== null };
+  }
   const key = webhookKey(host.env.STANDARD_WEBHOOK_SECRET);
   if (!key) return { ok: false, retry: false, answered: true, error: "STANDARD_WEBHOOK_SECRET is not set to a whsec_ secret" };
   const id = `msg_${runId.slice(-32)}`;
@@ -259,6 +266,14 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     answered: sent.status !== null,
     error: sent.status === null ? "no answer from the reply URL" : sent.error,
   };
+}
+
+/** The parts a reply is sent in, at the target platform's limit. */
+function splitFor(target: ReplyTarget, text: string): string[] {
+  if (target.channel === "telegram") return splitTelegramText(text);
+  if (target.channel === "slack") return splitPlain(text, SLACK_LIMIT);
+  if (target.channel === "discord") return splitDiscordText(text);
+  return [text];
 }
 
 /** Splits plain text into parts of at most `limit` code units (at a newline when one is near), losslessly. */
