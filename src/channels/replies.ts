@@ -22,7 +22,7 @@
 import { disclosureRefusalMessage } from "../prompts/disclosure";
 import { checkOutput } from "../prompts/output-guard";
 import { redactText } from "../security/redact";
-import { boundSecret, withheldMessage } from "../security/secret-origins";
+import { boundSecret, urlOrigin, withheldMessage } from "../security/secret-origins";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { sendDiscordFollowup, splitDiscordText } from "./discord";
@@ -38,8 +38,11 @@ export type ReplyTarget =
   | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null; tokenOrigin?: string }
   | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null; tokenOrigin?: string }
   | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string }
-  /** `token`: the interaction's token, a credential for 15 minutes, kept only here (never in events or logs). */
-  | { channel: "discord"; apiBaseUrl: string; applicationId: string; token: string };
+  /**
+   * `token`: the interaction's token, a credential for 15 minutes, kept only here (never in events or logs);
+   * `tokenOrigin`: the origin the deployment's own config sends it to — never anywhere else.
+   */
+  | { channel: "discord"; apiBaseUrl: string; applicationId: string; token: string; tokenOrigin: string | null };
 
 export const MAX_ATTEMPTS = 6;
 const BASE_DELAY_MS = 2_000;
@@ -203,6 +206,10 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
   }
 }
 
+/** Why a Discord follow-up was not sent: the config in force moved the API away from the deployment's origin. */
+export const DISCORD_WITHHELD =
+  'the Discord interaction token is withheld: channel "discord" is configured at another origin than the deployment\'s own config names; deploy the new channels.discord.apiBaseUrl instead';
+
 /** The bot token for a reply to `target`, unless it is missing or bound to another origin (then never sent). */
 function botToken(
   host: ReplyHost,
@@ -247,7 +254,8 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     return r.ok ? { ok: true, messageId: r.messageId } : { ...r, answered: r.status !== null };
   }
   if (target.channel === "discord") {
-    // No bot token: the interaction token in the URL authorizes the follow-up.
+    // No bot token: the interaction token in the URL authorizes the follow-up, so it goes only where the deployment sends it.
+    if (urlOrigin(target.apiBaseUrl) !== target.tokenOrigin) return { ok: false, retry: false, answered: true, error: DISCORD_WITHHELD };
     const r = await sendDiscordFollowup({ ...(host.fetch ? { fetch: host.fetch } : {}), ...target, text, signal });
     return r.ok ? r : { ...r, answered: r.status !== null };
   }

@@ -18,6 +18,7 @@ import type { Context } from "hono";
 import { parseDiscordInteraction, SNOWFLAKE, verifyDiscordSignature } from "../../channels/discord";
 import { GatewayError } from "../../errors";
 import { channelCallerKey } from "../../runs/caller";
+import { deploymentConfig, urlOrigin } from "../../security/secret-origins";
 import type { AppEnv } from "../router";
 import { agentFor, anyVerifies, inboundSecrets, queue, unauthorized, webhookRoute } from "./channels";
 
@@ -79,6 +80,8 @@ export function discordWebhookRoute(app: OpenAPIHono<AppEnv>): void {
           apiBaseUrl: c.get("config").channels.discord.apiBaseUrl,
           applicationId,
           token: interaction.token,
+          // An admin-posted config cannot send interaction tokens elsewhere (issue 20 §5): the deployment's origin.
+          tokenOrigin: urlOrigin(deploymentConfig(c.get("config"), c.get("configSource").source).channels.discord.apiBaseUrl),
         },
       });
       return c.json({ type: DEFERRED }, 200);
