@@ -92,8 +92,7 @@ export async function queue(
   return { runId: queued.runId, duplicate: queued.duplicate === true };
 }
 
-/** An OpenAPI JSON body of `schema`. */
-export const json = (schema: z.ZodType) => ({ "application/json": { schema } });
+const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 
 /**
  * A webhook route's documentation. The body is not validated by a schema: it must be verified as the exact bytes
