@@ -18,6 +18,10 @@ interface GatewaySecrets {
   SLACK_SIGNING_SECRET?: string;
   /** Slack: the bot token (`xoxb-…`), for chat.postMessage. */
   SLACK_BOT_TOKEN?: string;
+  /** Discord: the application's public key (64 hex characters), verifying every interaction (Ed25519). */
+  DISCORD_PUBLIC_KEY?: string;
+  /** Discord: the application id (a snowflake), for follow-up messages; it is also the session account. */
+  DISCORD_APPLICATION_ID?: string;
   /** Standard Webhooks channel: the `whsec_…` key inbound messages are verified with and replies are signed with. */
   STANDARD_WEBHOOK_SECRET?: string;
   /** AES-256-GCM key (base64 of 32 bytes) that encrypts the admin secrets store in D1. */

@@ -14,7 +14,7 @@
  *   did not post the message: the part is retried with backoff (honouring
  *   `retry_after`), at most `MAX_ATTEMPTS` attempts;
  * - a send with no answer (the connection dropped, or the object died while a
- *   row was `sending`) may have been posted: Telegram and Slack have no
+ *   row was `sending`) may have been posted: Telegram, Slack and Discord have no
  *   idempotency key, so it is NOT sent again — the reply is marked `unknown`
  *   and audited. Standard Webhooks receivers dedupe on `webhook-id`, so there it
  *   is retried.
@@ -22,9 +22,10 @@
 import { disclosureRefusalMessage } from "../prompts/disclosure";
 import { checkOutput } from "../prompts/output-guard";
 import { redactText } from "../security/redact";
-import { boundSecret, withheldMessage } from "../security/secret-origins";
+import { boundSecret, urlOrigin, withheldMessage } from "../security/secret-origins";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
+import { sendDiscordFollowup, splitDiscordText } from "./discord";
 import { jobFailureText } from "./job-reports";
 import { postSlackMessage } from "./slack";
 import { postSignedWebhook, webhookKey } from "./standard-webhooks";
@@ -39,7 +40,12 @@ import { sendTelegramMessage, splitTelegramText } from "./telegram";
 export type ReplyTarget =
   | { channel: "telegram"; apiBaseUrl: string; chatId: string; replyTo: number | null; tokenOrigin?: string; job?: JobReport }
   | { channel: "slack"; apiBaseUrl: string; channel_id: string; threadTs: string | null; tokenOrigin?: string; job?: JobReport }
-  | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string };
+  | { channel: "standard"; url: string; userId: string; roomId: string; inReplyTo: string }
+  /**
+   * `token`: the interaction's token, a credential for 15 minutes, kept only here (never in events or logs);
+   * `tokenOrigin`: the origin the deployment's own config sends it to — never anywhere else.
+   */
+  | { channel: "discord"; apiBaseUrl: string; applicationId: string; token: string; tokenOrigin: string | null };
 
 /** The job a chat report belongs to. */
 export interface JobReport {
@@ -181,8 +187,7 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
   const target = JSON.parse(row.target) as ReplyTarget;
   const text = replyText(row, target, host.secrets);
   if (text.trim() === "") return settle(host, row.run_id, "skipped", null);
-  const parts =
-    target.channel === "telegram" ? splitTelegramText(text) : target.channel === "slack" ? splitPlain(text, SLACK_LIMIT) : [text];
+  const parts = splitFor(target, text);
   const ids = JSON.parse(row.message_ids) as string[];
   let attempts = row.attempts;
   for (let part = row.parts_sent; part < parts.length; part++) {
@@ -219,6 +224,10 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
     return;
   }
 }
+
+/** Why a Discord follow-up was not sent: the config in force moved the API away from the deployment's origin. */
+export const DISCORD_WITHHELD =
+  'the Discord interaction token is withheld: channel "discord" is configured at another origin than the deployment\'s own config names; deploy the new channels.discord.apiBaseUrl instead';
 
 /** The bot token for a reply to `target`, unless it is missing or bound to another origin (then never sent). */
 function botToken(
@@ -263,6 +272,12 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     });
     return r.ok ? { ok: true, messageId: r.messageId } : { ...r, answered: r.status !== null };
   }
+  if (target.channel === "discord") {
+    // No bot token: the interaction token in the URL authorizes the follow-up, so it goes only where the deployment sends it.
+    if (urlOrigin(target.apiBaseUrl) !== target.tokenOrigin) return { ok: false, retry: false, answered: true, error: DISCORD_WITHHELD };
+    const r = await sendDiscordFollowup({ ...(host.fetch ? { fetch: host.fetch } : {}), ...target, text, signal });
+    return r.ok ? r : { ...r, answered: r.status !== null };
+  }
   const key = webhookKey(host.env.STANDARD_WEBHOOK_SECRET);
   if (!key) return { ok: false, retry: false, answered: true, error: "STANDARD_WEBHOOK_SECRET is not set to a whsec_ secret" };
   const id = `msg_${runId.slice(-32)}`;
@@ -278,6 +293,14 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
     answered: sent.status !== null,
     error: sent.status === null ? "no answer from the reply URL" : sent.error,
   };
+}
+
+/** The parts a reply is sent in, at the target platform's limit. */
+function splitFor(target: ReplyTarget, text: string): string[] {
+  if (target.channel === "telegram") return splitTelegramText(text);
+  if (target.channel === "slack") return splitPlain(text, SLACK_LIMIT);
+  if (target.channel === "discord") return splitDiscordText(text);
+  return [text];
 }
 
 /** Splits plain text into parts of at most `limit` code units (at a newline when one is near), losslessly. */

@@ -253,7 +253,8 @@ const ChannelApiBase = z
 
 /**
  * Chat channels (issue 10; S1 §2.4). Secrets are Worker secrets, never config: TELEGRAM_WEBHOOK_SECRET,
- * TELEGRAM_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN, STANDARD_WEBHOOK_SECRET.
+ * TELEGRAM_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN, STANDARD_WEBHOOK_SECRET, DISCORD_PUBLIC_KEY,
+ * DISCORD_APPLICATION_ID.
  */
 export const ChannelsConfig = z.strictObject({
   telegram: z
@@ -262,6 +263,10 @@ export const ChannelsConfig = z.strictObject({
   slack: z
     .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://slack.com/api") })
     .default({ enabled: false, apiBaseUrl: "https://slack.com/api" }),
+  /** Discord's Interactions endpoint (issue 24 §4); follow-ups go to `{apiBaseUrl}/webhooks/{application}/{token}`. */
+  discord: z
+    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://discord.com/api/v10") })
+    .default({ enabled: false, apiBaseUrl: "https://discord.com/api/v10" }),
   standard: z
     .strictObject({
       enabled: z.boolean().default(false),
@@ -271,7 +276,7 @@ export const ChannelsConfig = z.strictObject({
     .default({ enabled: false }),
   /**
    * Rotation overlap (issue 20 §5): when an inbound webhook secret (TELEGRAM_WEBHOOK_SECRET, SLACK_SIGNING_SECRET,
-   * STANDARD_WEBHOOK_SECRET) is replaced through POST /api/admin/secrets, the value it replaced is still accepted
+   * STANDARD_WEBHOOK_SECRET, DISCORD_PUBLIC_KEY) is replaced through POST /api/admin/secrets, the value it replaced is still accepted
    * for this many seconds after the replacement. 0: never.
    */
   secretRotationOverlapSeconds: z.int().min(0).max(604_800).default(86_400),
@@ -355,10 +360,11 @@ export const GatewayConfig = z.strictObject({
       AgentConfig,
     )
     .default({}),
-  /** Chat channels: Telegram, Slack, Standard Webhooks (each off unless enabled). */
+  /** Chat channels: Telegram, Slack, Discord, Standard Webhooks (each off unless enabled). */
   channels: ChannelsConfig.default({
     telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
     slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
+    discord: { enabled: false, apiBaseUrl: "https://discord.com/api/v10" },
     standard: { enabled: false },
     secretRotationOverlapSeconds: 86_400,
   }),

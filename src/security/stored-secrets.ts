@@ -15,6 +15,8 @@ import { decryptAllSecrets, secretsKey } from "./secrets-store";
 
 /** Secrets the gateway reads besides provider keys (`<PROVIDER>_API_KEY`). */
 export const GATEWAY_SECRET_NAMES = [
+  "DISCORD_APPLICATION_ID",
+  "DISCORD_PUBLIC_KEY",
   "GATEWAY_API_TOKENS",
   "SANDBOX_TOKEN_SECRET",
   "SCHEDULER_WEBHOOK_SECRET",
@@ -34,7 +36,12 @@ const PROVIDER_KEY = /^[A-Z][A-Z0-9_]{0,31}_API_KEY$/;
  * Inbound webhook secrets: when one is replaced through the API, the value in force before stays accepted for
  * `channels.secretRotationOverlapSeconds` (the sender may still sign with it), counted from the replacement.
  */
-export const ROTATION_OVERLAP_SECRETS = ["SLACK_SIGNING_SECRET", "STANDARD_WEBHOOK_SECRET", "TELEGRAM_WEBHOOK_SECRET"] as const;
+export const ROTATION_OVERLAP_SECRETS = [
+  "DISCORD_PUBLIC_KEY",
+  "SLACK_SIGNING_SECRET",
+  "STANDARD_WEBHOOK_SECRET",
+  "TELEGRAM_WEBHOOK_SECRET",
+] as const;
 
 /** Outbound credentials: bound to an origin (src/security/secret-origins.ts). */
 export function isOriginBoundSecret(name: string): boolean {

@@ -97,6 +97,12 @@ describe("ISSUE24-1 a job's report goes to the chat", () => {
       notify_attempts: 1,
       notify_error: null,
     });
+    // The delivery is audited in the run's stream, with the chat's message id (the audit log ships within a window).
+    const app = appFor(config);
+    await until(async () => (await auditOf(app, runId)).some((e) => e.event_type === "job.notify.delivered"));
+    const delivered = (await auditOf(app, runId)).filter((e) => e.event_type === "job.notify.delivered");
+    expect(delivered).toHaveLength(1);
+    expect(delivered[0]?.payload).toMatchObject({ job_id: id, channel: "telegram", attempt: 1, message_ids: [expect.any(String)] });
   });
 
   it("ISSUE24-1 slack: a firing → exactly one chat.postMessage with the run's output to the configured channel, not in a thread", async () => {

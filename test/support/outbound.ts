@@ -249,14 +249,16 @@ async function hookAnswer(scenario: string, request: Request, url: URL): Promise
   return new Response(status === 200 ? "ok" : "no", { status, headers: status === 301 ? { location: "https://ok.hook.test/" } : {} });
 }
 
-/** A message a mock chat platform (`*.telegram.test`, `*.slack.test`) received. */
+/** A message a mock chat platform (`*.telegram.test`, `*.slack.test`, `*.discord.test`) received. */
 export interface PlatformPost {
   host: string;
   method: string;
   body: Record<string, unknown>;
-  /** Whether the bot token was presented (in the path for Telegram, as a bearer token for Slack). */
+  /** Whether the bot token was presented (in the path for Telegram, as a bearer token for Slack; Discord: a `/webhooks/{app}/{token}` path). */
   authorized: boolean;
   answered: number;
+  /** Discord only: the request path (`/api/v10/webhooks/{application_id}/{interaction_token}`). */
+  path?: string;
 }
 const platformPosts: PlatformPost[] = [];
 
@@ -267,7 +269,8 @@ const platformPosts: PlatformPost[] = [];
  * post answers 429 on either platform (Slack with `Retry-After: 0`), then ok; `down` always 500.
  * Seen at `GET https://mock.control/platform?host=<host>`.
  */
-async function platformAnswer(kind: "telegram" | "slack", scenario: string, request: Request, url: URL): Promise<Response> {
+async function platformAnswer(kind: "telegram" | "slack" | "discord", scenario: string, request: Request, url: URL): Promise<Response> {
+  if (kind === "discord") return discordAnswer(scenario, request, url);
   const body = (await request.json().catch(() => ({}))) as Record<string, unknown>;
   const earlier = platformPosts.filter((p) => p.host === url.hostname).length;
   const flaky = /^flaky(\d*)$/.exec(scenario);
@@ -295,6 +298,23 @@ async function platformAnswer(kind: "telegram" | "slack", scenario: string, requ
   return json({ ok: true, channel: body.channel, ts: `1700000000.${String(100000 + earlier)}` });
 }
 
+/**
+ * Discord's interaction webhook at `https://<scenario>[-x].discord.test/api/v10/webhooks/{application_id}/{token}` (Create
+ * Followup Message). Scenarios as for Telegram and Slack: `ok`; `flaky<n>` — the first n (default 1) posts to the host
+ * answer 429 (`retry_after: 0`), then ok; `down` always 500. Recorded with method `followup` and the path.
+ */
+async function discordAnswer(scenario: string, request: Request, url: URL): Promise<Response> {
+  const body = (await request.json().catch(() => ({}))) as Record<string, unknown>;
+  const earlier = platformPosts.filter((p) => p.host === url.hostname).length;
+  const flaky = /^flaky(\d*)$/.exec(scenario);
+  const status = scenario === "down" ? 500 : flaky && earlier < Number(flaky[1] || 1) ? 429 : 200;
+  const authorized = /^\/api\/v10\/webhooks\/\d+\/[A-Za-z0-9_.-]+$/.test(url.pathname);
+  platformPosts.push({ host: url.hostname, method: "followup", body, authorized, answered: status, path: url.pathname });
+  if (status === 429) return json({ message: "You are being rate limited.", retry_after: 0, global: false }, 429);
+  if (status !== 200) return json({ message: "500: Internal Server Error", code: 0 }, status);
+  return json({ id: String(1_100_000_000_000_000_000n + BigInt(earlier)), content: body.content, channel_id: "1" });
+}
+
 /** Miniflare `outboundService`. */
 export async function outboundService(request: Request): Promise<Response> {
   const url = new URL(request.url);
@@ -313,8 +333,8 @@ export async function outboundService(request: Request): Promise<Response> {
   const provider = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.provider\.test$/.exec(url.hostname);
   if (provider?.[1] === "script") return scriptedAnswer(url.hostname, request, url);
   if (provider?.[1]) return providerAnswer(provider[1], request, url);
-  const platform = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.(telegram|slack)\.test$/.exec(url.hostname);
-  if (platform?.[1]) return platformAnswer(platform[2] as "telegram" | "slack", platform[1], request, url);
+  const platform = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.(telegram|slack|discord)\.test$/.exec(url.hostname);
+  if (platform?.[1]) return platformAnswer(platform[2] as "telegram" | "slack" | "discord", platform[1], request, url);
   const hook = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.hook\.test$/.exec(url.hostname);
   if (hook?.[1]) return hookAnswer(hook[1], request, url);
   const web = /^([a-z0-9]+)(?:-[a-z0-9-]+)?\.web\.test$/.exec(url.hostname);

@@ -3,6 +3,7 @@
  *   POST /webhooks/telegram/{agent_id}   X-Telegram-Bot-Api-Secret-Token
  *   POST /webhooks/slack/{agent_id}      Slack v0 signature over the raw body (±5 minutes)
  *   POST /webhooks/standard/{agent_id}   Standard Webhooks (webhook-id / -timestamp / -signature)
+ *   POST /webhooks/discord/{agent_id}    Discord Interactions, Ed25519 (./discord.ts, issue 24 §4)
  *
  * Each route verifies the sender first — a missing or misconfigured secret fails closed (401), never open —
  * then maps the message to its session key (private chats `dm`, groups `group`), and queues it in that
@@ -27,7 +28,8 @@ import { acceptedSecrets } from "../../security/stored-secrets";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
 
-type Channel = "telegram" | "slack" | "standard";
+/** The chat channels with a webhook here (Discord's route is in ./discord.ts). */
+export type Channel = "telegram" | "slack" | "standard" | "discord";
 
 /** Where the deployment's own config sends `name` (a reply's bot token goes there and nowhere else). */
 function tokenOrigin(c: Context<AppEnv>, name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN"): Record<string, string> {
@@ -39,23 +41,24 @@ function tokenOrigin(c: Context<AppEnv>, name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT
  * The values of an inbound secret a request may be verified with: the current one, and the one it replaced while
  * `channels.secretRotationOverlapSeconds` lasts (a sender that has not switched yet keeps working).
  */
-function inboundSecrets(
+export function inboundSecrets(
   c: Context<AppEnv>,
-  name: "TELEGRAM_WEBHOOK_SECRET" | "SLACK_SIGNING_SECRET" | "STANDARD_WEBHOOK_SECRET",
+  name: "TELEGRAM_WEBHOOK_SECRET" | "SLACK_SIGNING_SECRET" | "STANDARD_WEBHOOK_SECRET" | "DISCORD_PUBLIC_KEY",
 ): string[] {
   return acceptedSecrets(c.env, name, Date.now(), c.get("config").channels.secretRotationOverlapSeconds);
 }
 
 /** Whether any of `secrets` verifies the request (each check is itself constant-time). */
-async function anyVerifies(secrets: string[], verify: (secret: string) => Promise<boolean>): Promise<boolean> {
+export async function anyVerifies(secrets: string[], verify: (secret: string) => Promise<boolean>): Promise<boolean> {
   for (const secret of secrets) if (await verify(secret)) return true;
   return false;
 }
 
-const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
+/** The refusal of every request that could not be verified (S3 envelope, 401). */
+export const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
 
 /** The agent of the route, if the channel is enabled and the agent exists. */
-function agentFor(c: Context<AppEnv>, channel: Channel): string {
+export function agentFor(c: Context<AppEnv>, channel: Channel): string {
   const agentId = c.req.param("agent_id") ?? "";
   const config = c.get("config");
   if (!config.channels[channel].enabled) throw new GatewayError("resource.not_found", `the ${channel} channel is not enabled`);
@@ -64,7 +67,7 @@ function agentFor(c: Context<AppEnv>, channel: Channel): string {
 }
 
 /** Queues a channel message in its session (deduplicated by `dispatchKey`); returns whether it was new. */
-async function queue(
+export async function queue(
   c: Context<AppEnv>,
   o: { agentId: string; channel: Channel; key: string; caller: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
 ): Promise<{ runId: string; duplicate: boolean }> {
@@ -95,7 +98,7 @@ const json = (schema: z.ZodType) => ({ "application/json": { schema } });
  * A webhook route's documentation. The body is not validated by a schema: it must be verified as the exact bytes
  * the platform signed before it is parsed, so each handler reads the raw text itself.
  */
-function webhookRoute(channel: Channel, summary: string, accepted: { status: 200 | 202; schema: z.ZodType }) {
+export function webhookRoute(channel: Channel, summary: string, accepted: { status: 200 | 202; schema: z.ZodType }) {
   return createRoute({
     method: "post",
     path: `/${channel}/{agent_id}`,

@@ -12,5 +12,15 @@ export const CHANNEL_WEBHOOK_DOOR: Door = { prefix: "/webhooks", credential: "si
 /** A sandbox's tool callbacks, at S5's two paths (`/v1/sessions/…/tools/…` and `/proliferate/…`). */
 export const TOOL_CALLBACK_DOOR: Door = { prefix: "/", credential: "sandbox" };
 
-export { webhookRoutes as channelWebhookRoutes } from "./channels";
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../router";
+import { webhookRoutes } from "./channels";
+import { discordWebhookRoute } from "./discord";
+
+/** The chat channels' webhook routes: Telegram, Slack, Standard Webhooks, and Discord's Interactions endpoint. */
+export function channelWebhookRoutes(): OpenAPIHono<AppEnv> {
+  const app = webhookRoutes();
+  discordWebhookRoute(app);
+  return app;
+}
 export { toolCallbackRoutes } from "./tool-callbacks";
