@@ -165,6 +165,21 @@ describe("ISSUE24-5 completion webhooks: delivery", () => {
     ]);
   });
 
+  it("ISSUE24-5 a run cancelled while it waits for an approval → awaiting_approval, then cancelled", async () => {
+    const { app } = await setup([send("c1"), { content: "never" }]);
+    const target = hookHost("ok");
+    const res = await post(app, "/v1/runs", { agent_id: "main", message: "tell ops", notify: { url: `https://${target}/c` } });
+    const id = res.body.id as string;
+    await until(async () => (await call(app, "GET", `/v1/runs/${id}`)).body.status === "awaiting_approval");
+    expect(await deliveries(target, 1)).toHaveLength(1);
+    expect((await call(app, "POST", `/v1/runs/${id}/cancel`)).status).toBe(202);
+    const run = await waitForRun(app, id);
+    expect(run.status).toBe("cancelled");
+    const hooks = await deliveries(target, 2);
+    expect(hooks.map((h) => JSON.parse(h.body).status)).toEqual(["awaiting_approval", "cancelled"]);
+    expect((hooks[1] as ReceivedHook).headers["webhook-id"]).toBe(await runWebhookIdFor(id, "cancelled"));
+  });
+
   it("ISSUE24-5 a receiver answering 500 then 200 → retried with the same webhook-id and body, delivered once", async () => {
     const { app } = await setup([{ content: "ok" }]);
     const target = hookHost("flaky");
@@ -215,6 +230,17 @@ describe("ISSUE24-5 completion webhooks: delivery", () => {
     expect(JSON.parse((hooks[0] as ReceivedHook).body)).toEqual(run);
     expect(run).toMatchObject({ status: "completed", output: "hello back" });
     expect(await verdict(hooks[0] as ReceivedHook)).toEqual({ ok: true });
+  });
+});
+
+describe("ISSUE24-5 completion webhooks: OpenAPI", () => {
+  it("ISSUE24-5 RunRequest and ChatMessageRequest document notify as the RunNotify component", async () => {
+    const doc = (await (await appFor(runConfig("ok.provider.test")).request("https://gateway.test/openapi.json", {}, env)).json()) as any;
+    expect(doc.components.schemas.RunRequest.properties.notify).toEqual({ $ref: "#/components/schemas/RunNotify" });
+    expect(doc.components.schemas.ChatMessageRequest.properties.notify).toEqual({ $ref: "#/components/schemas/RunNotify" });
+    expect(doc.components.schemas.RunRequest.required).toEqual(["agent_id", "message"]);
+    expect(doc.components.schemas.RunNotify).toMatchObject({ type: "object", required: ["url"], additionalProperties: false });
+    expect(Object.keys(doc.components.schemas.RunNotify.properties)).toEqual(["url"]);
   });
 });
 
