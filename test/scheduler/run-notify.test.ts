@@ -9,6 +9,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { verifyWebhook, webhookKey } from "../../src/channels/standard-webhooks";
 import { runWebhookIdFor } from "../../src/scheduler/run-notify";
+import ssrf from "../fixtures/ssrf-targets.json";
 import { requestsTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import type { ReceivedHook } from "../support/outbound";
 import { ADMIN, ALICE, type App, appFor, call, readResponse, registerTestTools, runDetail, until, waitForRun } from "../support/runs";
@@ -244,6 +245,15 @@ describe("ISSUE24-5 completion webhooks: OpenAPI", () => {
   });
 });
 
+/** The 400's words for each of checkUrl's refusals (src/tools/net-policy.ts). */
+const RULES = {
+  scheme: "must be an https URL",
+  userinfo: "must not carry credentials (user:password@)",
+  port: "must use the default https port",
+  private_address: "must not point at a private, loopback or link-local address",
+  internal_hostname: "must not point at an internal host name",
+} as const;
+
 /** URLs the outbound rules refuse, and the 400's message. */
 const REFUSED: [string, string][] = [
   ["http://ok.hook.test/in", "notify.url: must be an https URL"],
@@ -288,6 +298,25 @@ describe("ISSUE24-5 completion webhooks: refused before anything is queued", () 
       }
       await sleep(200);
       expect(await requestsTo(host)).toEqual([]); // no run reached the model
+    });
+
+    it(`ISSUE24-5 ${path}: every SSRF target http.get refuses, as http and as https → 400 naming notify.url (${ssrf.targets.length * 2} cases)`, async () => {
+      const { app, host } = await setup([{ content: "never" }]);
+      const base =
+        path === "/v1/runs" ? { agent_id: "main", message: "hi" } : { agent_id: "main", message: "hi", user_id: "u", room_id: "r" };
+      for (const t of ssrf.targets) {
+        // As given (an http:// target is refused for its host first: checkUrl's order), then the same target over https.
+        for (const url of [t.url, t.url.replace(/^http:/i, "https:")]) {
+          const res = await post(app, path, { ...base, notify: { url } });
+          expect({ url, status: res.status, body: res.body }).toEqual({
+            url,
+            status: 400,
+            body: { error: { code: "invalid.request", message: `notify.url: ${RULES[t.reason as keyof typeof RULES]}` } },
+          });
+        }
+      }
+      await sleep(200);
+      expect(await requestsTo(host)).toEqual([]);
     });
 
     it(`ISSUE24-5 ${path}: no SCHEDULER_WEBHOOK_SECRET → 400 naming the secret, no run queued`, async () => {
