@@ -27,9 +27,13 @@ import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { checkUrl } from "../tools/net-policy";
 import type { ChatNotifySpec } from "./chat-notify";
+import { armRunNotify, dueRunNotifications, enqueueRunNotify, nextRunNotifyAt, type RunNotifySpec, runWebhookIdFor } from "./run-notify";
 
-/** What a job run carries about its notification (resolved from config by the tick): a webhook, or a chat report. */
-export type NotifySpec = WebhookNotifySpec | ChatNotifySpec;
+/**
+ * What a run carries about its notification: a job's webhook or chat report (resolved from config by the tick), or an
+ * API caller's completion webhook (run-notify.ts, issue 24 §5).
+ */
+export type NotifySpec = WebhookNotifySpec | ChatNotifySpec | RunNotifySpec;
 
 /** A signed webhook notification. */
 export interface WebhookNotifySpec {
@@ -65,6 +69,10 @@ export function retryDelayMs(baseMs: number, attempts: number): number {
  */
 export function enqueueNotify(sql: Sql, runId: string, spec: NotifySpec): void {
   ensureLazyTables(sql, "notify_outbox"); // an object no notifying job ran in has no outbox (D-062)
+  if (spec.channel === "run") {
+    enqueueRunNotify(sql, runId, spec);
+    return;
+  }
   if (spec.channel !== "webhook") {
     enqueueChatNotify(sql, runId, spec);
     return;
@@ -95,7 +103,7 @@ function nextNotifyIn(sql: Sql, now: number): number | null {
     WHERE n.status = 'pending' AND n.channel = 'webhook' AND r.status IN ('completed', 'failed', 'cancelled')`;
   const settled = settledChatReplies(sql).length > 0 ? now : null;
   const unreported = sql.one<{ n: number }>`SELECT COUNT(*) AS n FROM notify_outbox WHERE reported = 0`;
-  const times = [due?.at ?? null, settled, unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null].filter(
+  const times = [due?.at ?? null, settled, unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null, nextRunNotifyAt(sql)].filter(
     (t): t is number => t !== null,
   );
   return times.length > 0 ? Math.min(...times) : null;
@@ -129,6 +137,8 @@ export interface NotifyHost {
   secrets: readonly string[];
   /** Records an audit event about the run's notification. */
   audit(eventType: string, runId: string, payload: Record<string, unknown>): void;
+  /** The run's S3 view, as `GET /v1/runs/{run_id}` answers it (the body of an API caller's completion webhook). */
+  runView?(runId: string): unknown;
   fetch?: typeof fetch;
 }
 
@@ -147,6 +157,7 @@ export async function deliverNotifications(host: NotifyHost, now = Date.now()): 
   );
   if (due === null) return; // no outbox: nothing was ever queued, nothing to report
   for (const row of due) await deliverOne(host, row);
+  for (const run of dueRunNotifications(sql, now)) await deliverRunNotify(host, run);
   followChatReplies(host);
   await reportToD1(host);
 }
@@ -202,8 +213,6 @@ function followChatReplies(host: NotifyHost): void {
 }
 
 async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {
-  const { sql, storage } = host;
-  const settings = JSON.parse(row.settings) as { maxAttempts: number; retryBaseMs: number; timeoutMs: number };
   // The body is fixed at the first attempt: every retry sends the same bytes under the same webhook-id.
   const body =
     row.body ??
@@ -222,30 +231,63 @@ async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {
         completion: completionField(host, row.run_id),
       },
     });
-  if (row.body === null) sql.run`UPDATE notify_outbox SET body = ${body} WHERE run_id = ${row.run_id}`;
+  if (row.body === null) host.sql.run`UPDATE notify_outbox SET body = ${body} WHERE run_id = ${row.run_id}`;
+  const base = { job_id: row.job_id, scheduled_for: row.scheduled_for, channel: row.channel, webhook_id: row.webhook_id };
+  await sendAndRecord(host, row, body, { audit: "job.notify", base, reported: 0 });
+}
+
+/**
+ * An API caller's completion webhook (run-notify.ts): a message already armed is sent again as it is; otherwise the
+ * row is armed for the run's state now — its view as the body, a webhook-id of (run, state) — and sent.
+ */
+async function deliverRunNotify(
+  host: NotifyHost,
+  due: { run_id: string; status: string; body: string | null; state: string },
+): Promise<void> {
+  const { sql } = host;
+  if (due.status !== "pending" || due.body === null) {
+    const view = host.runView?.(due.run_id);
+    if (!view) return;
+    armRunNotify(sql, due.run_id, due.state, await runWebhookIdFor(due.run_id, due.state), JSON.stringify(view));
+  }
+  const row = sql.one<OutboxRow>`SELECT * FROM notify_outbox WHERE run_id = ${due.run_id}`;
+  if (!row?.body) return;
+  const state = (JSON.parse(row.settings) as { state: string }).state;
+  const base = { channel: "run", webhook_id: row.webhook_id, state: state.replace(/:\d+$/, "") };
+  await sendAndRecord(host, row, row.body, { audit: "run.notify", base, reported: 1 });
+}
+
+/**
+ * Sends one attempt of an armed notification and records it in one transaction: delivered, retried later with the
+ * same id and body (4× backoff), or given up — each audited as `<audit>.delivered|retrying|failed`. `reported` 0
+ * queues the outcome for D1 (a job's firing); 1 has nothing to mirror.
+ */
+async function sendAndRecord(
+  host: NotifyHost,
+  row: OutboxRow,
+  body: string,
+  o: { audit: string; base: Record<string, unknown>; reported: 0 | 1 },
+): Promise<void> {
+  const { sql, storage } = host;
+  const settings = JSON.parse(row.settings) as { maxAttempts: number; retryBaseMs: number; timeoutMs: number };
   const attempt = await attemptWebhook(host, row, body, settings.timeoutMs);
   const attempts = row.attempts + 1;
   const at = new Date();
-  const base = {
-    job_id: row.job_id,
-    scheduled_for: row.scheduled_for,
-    channel: row.channel,
-    webhook_id: row.webhook_id,
-    attempt: attempts,
-  };
+  const base = { ...o.base, attempt: attempts };
   storage.transactionSync(() => {
     if (attempt.ok) {
-      sql.run`UPDATE notify_outbox SET status = 'delivered', attempts = ${attempts}, last_error = NULL, delivered_at = ${at.toISOString()}, reported = 0
+      sql.run`UPDATE notify_outbox SET status = 'delivered', attempts = ${attempts}, last_error = NULL, delivered_at = ${at.toISOString()},
+                     reported = ${o.reported}
               WHERE run_id = ${row.run_id}`;
-      host.audit("job.notify.delivered", row.run_id, { ...base, http_status: attempt.httpStatus });
+      host.audit(`${o.audit}.delivered`, row.run_id, { ...base, http_status: attempt.httpStatus });
       return;
     }
     const final = !attempt.retry || attempts >= settings.maxAttempts;
     const next = final ? 0 : at.getTime() + retryDelayMs(settings.retryBaseMs, attempts);
     sql.run`UPDATE notify_outbox SET status = ${final ? "failed" : "pending"}, attempts = ${attempts}, last_error = ${attempt.error},
-                   next_attempt_at = ${next}, reported = 0
+                   next_attempt_at = ${next}, reported = ${o.reported}
             WHERE run_id = ${row.run_id}`;
-    host.audit(final ? "job.notify.failed" : "job.notify.retrying", row.run_id, {
+    host.audit(final ? `${o.audit}.failed` : `${o.audit}.retrying`, row.run_id, {
       ...base,
       http_status: attempt.httpStatus,
       error: attempt.error,
@@ -274,7 +316,12 @@ function runError(stored: string | null, secrets: readonly string[]): { code: st
   }
 }
 
-async function attemptWebhook(host: NotifyHost, row: OutboxRow, body: string, timeoutMs: number): Promise<Attempt> {
+async function attemptWebhook(
+  host: NotifyHost,
+  row: Pick<OutboxRow, "target" | "webhook_id">,
+  body: string,
+  timeoutMs: number,
+): Promise<Attempt> {
   const key = webhookKey(host.env.SCHEDULER_WEBHOOK_SECRET);
   if (!key) return { ok: false, retry: false, httpStatus: null, error: "SCHEDULER_WEBHOOK_SECRET is not set to a whsec_ secret" };
   const url = checkUrl(row.target);

@@ -8,9 +8,13 @@ import { deliverNotifications, nextNotifyAt } from "../scheduler/notify";
 import { secretValuesFromEnv } from "../security/redact";
 import type { AlarmCapability } from "./capabilities";
 import type { SessionContext } from "./context";
+import { runRecord } from "./run-queries";
 import { enqueueSessionAudit } from "./session-audit";
 
-/** What both outboxes need: storage, env, secrets to redact, and the session's audit stream as `actor`. */
+/**
+ * What both outboxes need: storage, env, secrets to redact, the session's audit stream as `actor`, and a run's S3 view
+ * (an API caller's completion webhook posts it, issue 24 §5).
+ */
 function deliveryHost(cx: SessionContext, actor: string) {
   return {
     sql: cx.sql,
@@ -19,10 +23,11 @@ function deliveryHost(cx: SessionContext, actor: string) {
     secrets: secretValuesFromEnv(cx.env),
     audit: (eventType: string, runId: string, payload: Record<string, unknown>) =>
       enqueueSessionAudit(cx, eventType, actor, payload, runId),
+    runView: (runId: string) => runRecord(cx.sql, runId)?.view ?? null,
   };
 }
 
-/** Capability: sends the notifications of finished job runs, and reports them to D1. */
+/** Capability: sends the notifications of finished job runs (reported to D1) and API callers' completion webhooks. */
 export function jobNotifications(cx: SessionContext): AlarmCapability {
   return {
     name: "job-notifications",

@@ -96,6 +96,8 @@ function createdPayload(state: SessionRef, input: EnqueueInput, seq: number): Re
     // Which configuration the run was accepted under: an operator can fetch that version afterwards.
     ...(input.spec?.config ? { config: input.spec.config } : {}),
     ...(input.job ? { job_id: input.job.jobId, scheduled_for: input.job.scheduledFor, missed: input.job.missed } : {}),
+    // Issue 24 §5: where an API caller asked the run's completion webhook to go (the URL only; it is signed, not keyed).
+    ...(input.notify?.channel === "run" ? { notify_url: input.notify.target } : {}),
   };
 }
 

@@ -228,8 +228,8 @@ export interface ReceivedHook {
 const hooks: ReceivedHook[] = [];
 
 /**
- * Webhook receivers (`https://<scenario>[-<anything>].hook.test/…`), for job notifications:
- * `ok` 200; `flaky` 503 for the first `?fail=<n>` (default 1) deliveries to the host, then 200; `down` always 503;
+ * Webhook receivers (`https://<scenario>[-<anything>].hook.test/…`), for job notifications and runs' completion webhooks:
+ * `ok` 200; `flaky` 503 (or `?code=<status>`) for the first `?fail=<n>` (default 1) deliveries to the host, then 200; `down` always 503;
  * `reject` 400; `gone` 410; `moved` 301; `slow` answers 200 after 2 s. Every delivery is kept, with its headers and
  * body, at `GET https://mock.control/hooks?host=<host>`.
  */
@@ -239,7 +239,8 @@ async function hookAnswer(scenario: string, request: Request, url: URL): Promise
   for (const [k, v] of request.headers) headers[k] = v;
   const earlier = hooks.filter((h) => h.host === url.hostname).length;
   let status = 200;
-  if (scenario === "flaky") status = earlier < Number(url.searchParams.get("fail") ?? 1) ? 503 : 200;
+  if (scenario === "flaky")
+    status = earlier < Number(url.searchParams.get("fail") ?? 1) ? Number(url.searchParams.get("code") ?? 503) : 200;
   else if (scenario === "down") status = 503;
   else if (scenario === "reject") status = 400;
   else if (scenario === "gone") status = 410;

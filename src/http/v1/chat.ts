@@ -8,6 +8,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { GatewayError } from "../../errors";
 import { requestCallerKey } from "../../runs/caller";
+import { RunNotifyRequest, runNotifySpec } from "../../runs/notify-request";
 import { submitTurn } from "../../runs/submit";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../../sessions/keys";
 import type { SessionIdentity } from "../../sessions/SessionDO";
@@ -25,6 +26,8 @@ export const ChatMessageRequest = z
     room_id: IdPart,
     agent_id: z.string().regex(AGENT_ID, "lower-case letters, digits, _ and - (at most 64)"),
     message: z.string().min(1).max(100_000),
+    /** Issue 24 §5: a completion webhook for the run the message queues (ignored by /new and /resume). */
+    notify: RunNotifyRequest.optional(),
   })
   .openapi("ChatMessageRequest");
 
@@ -36,7 +39,10 @@ const postMessage = createRoute({
   path: "/chat/messages",
   summary: "Send a chat message (queues a run), or /new and /resume <session_id>",
   middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
-  description: IDEMPOTENCY_DESCRIPTION,
+  description:
+    "With `notify: {url}` the queued run's view is POSTed to that https URL, signed with Standard Webhooks, when the run ends " +
+    "or waits for an approval (docs/api.md, Completion webhooks). " +
+    IDEMPOTENCY_DESCRIPTION,
   request: {
     body: { required: true, content: { "application/json": { schema: ChatMessageRequest } } },
     headers: z.object({ "idempotency-key": IdempotencyKeyHeader }),
@@ -62,6 +68,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     const principal = c.get("principal");
     // requireScope("api") let only API callers in; the caller id is part of the key (issue 20 §1).
     if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
+    const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     const key = httpChatSessionKey(body.agent_id, principal.callerId, body.room_id, body.user_id);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     const identity: SessionIdentity = { sessionKey: formatSessionKey(key.key), agentId: body.agent_id };
@@ -100,6 +107,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       callerId: principal.callerId,
       refuseWhenBacklogged: { callerKey: requestCallerKey(principal.callerId, body.agent_id) },
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
+      ...(notify ? { notify } : {}),
     });
     return c.json({ id: queued.runId, status: "queued" as const, session_id: queued.sessionId }, 202);
   });

@@ -14,6 +14,7 @@ import { streamSSE } from "hono/streaming";
 import { GatewayError } from "../../errors";
 import { apiCallerKey } from "../../runs/caller";
 import { eventForApiCaller } from "../../runs/events";
+import { RunNotifyRequest, runNotifySpec } from "../../runs/notify-request";
 import { type ReleaseReader, type ReleaseStreamOptions, releaseReader } from "../../runs/release-stream";
 import { type ReleasedSlice, streamTail } from "../../runs/stream-release";
 import { submitTurn } from "../../runs/submit";
@@ -35,6 +36,8 @@ export const RunRequest = z
     message: z.string().min(1).max(100_000),
     /** S5 session type of the run's new session: `setup` gets the setup task and the setup-only tools. */
     session_type: z.enum(["ordinary", "setup"]).optional(),
+    /** Issue 24 §5: a completion webhook for the run (src/runs/notify-request.ts). */
+    notify: RunNotifyRequest.optional(),
   })
   .openapi("RunRequest");
 
@@ -47,7 +50,8 @@ const postRun = createRoute({
   middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
   description:
     "Answers 202 at once. With `Prefer: wait=<seconds>` (at most 60) it answers 200 with the finished run if it ends in that time " +
-    "(header `Preference-Applied`), and 202 otherwise. " +
+    "(header `Preference-Applied`), and 202 otherwise. With `notify: {url}` the run view is also POSTed to that https URL, " +
+    "signed with Standard Webhooks, when the run ends or waits for an approval (docs/api.md, Completion webhooks). " +
     IDEMPOTENCY_DESCRIPTION,
   request: {
     body: { required: true, content: { "application/json": { schema: RunRequest } } },
@@ -246,6 +250,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
     const callerId = callerOf(c) as string;
     if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
+    const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
     // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).
     const idempotency = c.get("idempotency");
@@ -262,6 +267,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
       callerId,
       refuseWhenBacklogged: { callerKey: apiCallerKey(callerId) },
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
+      ...(notify ? { notify } : {}),
       // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).
       ...(wait !== null ? { wait: { ms: wait * 1000 } } : {}),
     });
