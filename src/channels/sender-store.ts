@@ -32,6 +32,9 @@ export interface SenderKey {
   sender: string;
 }
 
+/** How long an expired, unapproved code is kept (an approval then answers 410 rather than 404). */
+const PURGE_AFTER_MS = 86_400_000;
+
 /** Whether an admin approved a pairing for this sender. */
 export async function senderPaired(db: D1Database, k: SenderKey): Promise<boolean> {
   const row = await db
@@ -79,7 +82,9 @@ export async function releaseClaim(db: D1Database, k: SenderKey, claim: string):
  * Null only if `fresh` collided with another sender's code (the caller tries again later).
  */
 export async function pendingCode(db: D1Database, k: SenderKey, fresh: string, nowMs: number, ttlMs: number): Promise<string | null> {
-  const [, , found] = await db.batch([
+  const [, , , found] = await db.batch([
+    // Codes nobody approved are kept a day past expiry (an approval then says 410, not 404), then dropped.
+    db.prepare("DELETE FROM channel_pairings WHERE approved_at IS NULL AND expires_at <= ?1").bind(nowMs - PURGE_AFTER_MS),
     db
       .prepare(
         "DELETE FROM channel_pairings WHERE agent_id = ?1 AND channel = ?2 AND sender = ?3 AND approved_at IS NULL AND expires_at <= ?4",

@@ -310,7 +310,30 @@ describe("ISSUE24-3 Slack", () => {
       { dispatch_key: `slack:${JSON.parse(third.raw).event.channel}:${third.ts}`, status: "completed" },
     ]);
     expect((await call(app, "POST", `/api/admin/channels/pairings/${code}/approve`, undefined, ADMIN)).status).toBe(409);
-  });
+    // Audited once, in the gateway's own stream (the second approval changed nothing).
+    const approvals = async () => {
+      const res = await call(
+        app,
+        "GET",
+        `/api/admin/audit?agent_id=gateway&date=${new Date().toISOString().slice(0, 10)}`,
+        undefined,
+        ADMIN,
+      );
+      return res.status === 200
+        ? res.text
+            .split("\n")
+            .filter(Boolean)
+            .map((l) => JSON.parse(l))
+            .filter((e) => e.event_type === "channel.pairing.approved" && e.payload.code === code)
+        : [];
+    };
+    await until(async () => (await approvals()).length === 1, 15_000);
+    expect((await approvals())[0]).toMatchObject({
+      actor: "admin",
+      agent_id: "gateway",
+      payload: { code, agent_id: "main", channel: "slack", sender: user },
+    });
+  }, 30_000);
 });
 
 // --- Discord and Standard Webhooks ------------------------------------------------------------------------------
