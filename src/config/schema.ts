@@ -252,26 +252,53 @@ const ChannelApiBase = z
   .transform((u) => u.replace(/\/+$/, ""));
 
 /**
+ * Who may talk to the agent through one channel (issue 24 §3, D-074): `open` — any verified sender (the default);
+ * `allowlist` — only a sender whose platform user id, or whose chat / channel / room id, is in `allow`; `pairing` —
+ * those, plus senders an admin approved through a pairing code (POST /api/admin/channels/pairings/{code}/approve).
+ * A message from anyone else is acknowledged to the platform and never becomes a run (src/channels/sender-policy.ts).
+ */
+export const SenderPolicyConfig = z.strictObject({
+  mode: z.enum(["open", "allowlist", "pairing"]).default("open"),
+  /** Platform ids as strings: a user id, or a chat (Telegram), channel (Slack, Discord) or room (Standard Webhooks) id. */
+  allow: z
+    .array(z.string().regex(/^[A-Za-z0-9_.:@-]{1,128}$/, "a platform id as a string: 1-128 letters, digits and _ . : @ -"))
+    .max(1000)
+    .default([]),
+});
+export type SenderPolicyConfig = z.infer<typeof SenderPolicyConfig>;
+/** Absent: `open`, anyone verified may talk (as before issue 24 §3; a parsed config without it reads as before). */
+const senders = () => SenderPolicyConfig.optional();
+
+/**
  * Chat channels (issue 10; S1 §2.4). Secrets are Worker secrets, never config: TELEGRAM_WEBHOOK_SECRET,
  * TELEGRAM_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN, STANDARD_WEBHOOK_SECRET, DISCORD_PUBLIC_KEY,
  * DISCORD_APPLICATION_ID.
  */
 export const ChannelsConfig = z.strictObject({
   telegram: z
-    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://api.telegram.org") })
+    .strictObject({
+      enabled: z.boolean().default(false),
+      apiBaseUrl: ChannelApiBase.default("https://api.telegram.org"),
+      senders: senders(),
+    })
     .default({ enabled: false, apiBaseUrl: "https://api.telegram.org" }),
   slack: z
-    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://slack.com/api") })
+    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://slack.com/api"), senders: senders() })
     .default({ enabled: false, apiBaseUrl: "https://slack.com/api" }),
   /** Discord's Interactions endpoint (issue 24 §4); follow-ups go to `{apiBaseUrl}/webhooks/{application}/{token}`. */
   discord: z
-    .strictObject({ enabled: z.boolean().default(false), apiBaseUrl: ChannelApiBase.default("https://discord.com/api/v10") })
+    .strictObject({
+      enabled: z.boolean().default(false),
+      apiBaseUrl: ChannelApiBase.default("https://discord.com/api/v10"),
+      senders: senders(),
+    })
     .default({ enabled: false, apiBaseUrl: "https://discord.com/api/v10" }),
   standard: z
     .strictObject({
       enabled: z.boolean().default(false),
       /** Where replies to Standard Webhooks messages are POSTed (signed the same way); absent = no replies. */
       replyUrl: ChannelApiBase.optional(),
+      senders: senders(),
     })
     .default({ enabled: false }),
   /**

@@ -13,6 +13,8 @@ export const ADMIN_API = {
   approvals: { method: "GET", path: "/api/admin/approvals" },
   approval: { method: "GET", path: "/api/admin/approvals/{approval_id}" },
   decide: { method: "POST", path: "/api/admin/approvals/{approval_id}" },
+  pairings: { method: "GET", path: "/api/admin/channels/pairings" },
+  approvePairing: { method: "POST", path: "/api/admin/channels/pairings/{code}/approve" },
   jobs: { method: "GET", path: "/api/admin/jobs" },
   createJob: { method: "POST", path: "/api/admin/jobs" },
   job: { method: "GET", path: "/api/admin/jobs/{job_id}" },

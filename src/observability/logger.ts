@@ -142,6 +142,8 @@ export interface LogEvents {
   "secrets.overlay_unavailable": { error_message: string };
   /** One per chat-channel message accepted (a duplicate delivery is the same run). Never the text. */
   "channel.message": { channel: string; agent_id: string; run_id: string; duplicate: boolean };
+  /** One per chat-channel message its sender policy refused (issue 24 §3): no run. Never the text or the sender's id. */
+  "channel.sender.refused": { channel: string; agent_id: string; mode: string; answered: boolean };
   /** One per gateway tool callback answered (S5): never its arguments or result. */
   "tool.callback": { session_id: string; tool: string; tool_call_id: string; success: boolean; replayed: boolean };
   /** One per firing handed over (or not): never the job's message. */

@@ -2,6 +2,7 @@
 import { ADMIN_API } from "../api-routes.ts";
 import { ApiError } from "./api.mts";
 import { h, time } from "./dom.mts";
+import { pairingsSection } from "./pairings.mts";
 import { heading, Pager, poll, table, type ViewFactory } from "./view.mts";
 
 interface ApprovalRow {
@@ -162,6 +163,7 @@ export const approvalsView: ViewFactory = (ctx) => {
     empty,
     approvalsTable,
     pager.button,
+    pairingsSection(ctx),
   );
   void pager.first();
   return undefined;

@@ -10,6 +10,7 @@ import { requireScope } from "../middleware/auth";
 import { type AppEnv, createRouter } from "../router";
 import { adminApprovalRoutes } from "./approvals";
 import { adminAuditRoutes } from "./audit";
+import { adminChannelSenderRoutes } from "./channel-senders";
 import { adminConfigRoutes } from "./config";
 import { adminEnvRequestRoutes } from "./env-requests";
 import { adminJobRoutes } from "./jobs";
@@ -39,5 +40,6 @@ export function adminRoutes(): OpenAPIHono<AppEnv> {
   admin.route("/", adminSetupRoutes());
   admin.route("/", adminSystemPromptRoutes());
   admin.route("/", adminSandboxTokenRoutes());
+  admin.route("/", adminChannelSenderRoutes());
   return admin;
 }

@@ -27,6 +27,7 @@ import { deploymentConfig, secretOrigins } from "../../security/secret-origins";
 import { acceptedSecrets } from "../../security/stored-secrets";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
+import { senderAllowed, slackAnswer, standardAnswer, telegramAnswer } from "./sender-gate";
 
 /** The chat channels with a webhook here (Discord's route is in ./discord.ts). */
 export type Channel = "telegram" | "slack" | "standard" | "discord";
@@ -130,6 +131,9 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
       if (!botId) throw unauthorized("telegram"); // without the bot token nothing could be answered: fail closed
       const update = parseTelegramUpdate(await c.req.json().catch(() => null));
       if (update.kind === "ignored" || update.fromIsBot) return c.json({ ok: true, ignored: true }, 200);
+      const sender = { agentId, channel: "telegram" as const, sender: update.fromId, chatId: update.chatId };
+      if (!(await senderAllowed(c, sender, telegramAnswer(c, update.chatId, update.messageId))))
+        return c.json({ ok: true, ignored: true }, 200);
       const scope = update.chatType === "private" ? `dm:${update.fromId}` : `group:${update.chatId}`;
       await queue(c, {
         agentId,
@@ -171,6 +175,9 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
     const payload = parseSlackPayload(body);
     if (payload.kind === "url_verification") return c.json({ challenge: payload.challenge }, 200);
     if (payload.kind === "ignored") return c.json({ ok: true, ignored: true }, 200);
+    const sender = { agentId, channel: "slack" as const, sender: payload.user, chatId: payload.channel };
+    if (!(await senderAllowed(c, sender, slackAnswer(c, payload.channel, payload.threadTs ?? payload.ts))))
+      return c.json({ ok: true, ignored: true }, 200);
     const scope = payload.channelType === "im" ? `dm:${payload.user}` : `group:${payload.channel}`;
     await queue(c, {
       agentId,
@@ -194,7 +201,8 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(
     webhookRoute("standard", "Standard Webhooks message {user_id, room_id, message}", {
       status: 202,
-      schema: z.object({ ok: z.boolean(), run_id: z.string() }),
+      // `ignored` (no run) when the channel's sender policy refused the sender (issue 24 §3).
+      schema: z.object({ ok: z.boolean(), run_id: z.string().optional(), ignored: z.boolean().optional() }),
     }),
     (async (c: Context<AppEnv>) => {
       const agentId = agentFor(c, "standard");
@@ -221,6 +229,9 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
       if (!inbound.ok) throw new GatewayError("invalid.request", inbound.error);
       const replyUrl = c.get("config").channels.standard.replyUrl;
       const { user_id, room_id, message } = inbound.value;
+      const sender = { agentId, channel: "standard" as const, sender: user_id, chatId: room_id };
+      if (!(await senderAllowed(c, sender, standardAnswer(c, { userId: user_id, roomId: room_id, inReplyTo: id }))))
+        return c.json({ ok: true, ignored: true }, 202);
       const queued = await queue(c, {
         agentId,
         channel: "standard",

@@ -21,6 +21,7 @@ import { channelCallerKey } from "../../runs/caller";
 import { deploymentConfig, urlOrigin } from "../../security/secret-origins";
 import type { AppEnv } from "../router";
 import { agentFor, anyVerifies, inboundSecrets, queue, unauthorized, webhookRoute } from "./channels";
+import { senderAllowed } from "./sender-gate";
 
 /** Interaction response types (Discord): PONG, CHANNEL_MESSAGE_WITH_SOURCE, DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE. */
 const PONG = 1;
@@ -28,6 +29,12 @@ const MESSAGE = 4;
 const DEFERRED = 5;
 /** Discord's flag for a message only the invoking user sees. */
 const EPHEMERAL = 64;
+
+/**
+ * Discord needs an answer to every interaction; a refused sender's is this (ephemeral), except the one per window
+ * that carries a pairing code.
+ */
+const NOT_ALLOWED = "This agent does not take messages from you.";
 
 const InteractionResponse = z.object({
   type: z.int(),
@@ -67,6 +74,14 @@ export function discordWebhookRoute(app: OpenAPIHono<AppEnv>): void {
         // Every interaction needs an answer, or Discord shows the user a failure.
         return c.json({ type: MESSAGE, data: { content: "Use /ask message:<your question>.", flags: EPHEMERAL } }, 200);
       }
+      // The interaction's answer carries the policy's text itself (only the invoking user sees it): nothing is sent.
+      let said: string | null = null;
+      const sender = { agentId, channel: "discord" as const, sender: interaction.userId, chatId: interaction.channelId };
+      const allowed = await senderAllowed(c, sender, async (text) => {
+        said = text;
+        return true;
+      });
+      if (!allowed) return c.json({ type: MESSAGE, data: { content: said ?? NOT_ALLOWED, flags: EPHEMERAL } }, 200);
       const scope = interaction.guildId ? `group:${interaction.channelId}` : `dm:${interaction.userId}`;
       await queue(c, {
         agentId,
