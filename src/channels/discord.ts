@@ -25,7 +25,7 @@
  *   15 minutes: error text never contains the URL or the token, nor the message text.
  */
 import { z } from "zod";
-import { networkFailure, redactSecret, retryAfterHeader, type SendFailure, splitTelegramText } from "./telegram";
+import { postPlatformJson, redactSecret, retryAfterHeader, type SendFailure, splitTelegramText } from "./telegram";
 
 export const DISCORD_TIMESTAMP_TOLERANCE_SECONDS = 300;
 /** Longest message `content`, in characters. */
@@ -166,27 +166,15 @@ export async function sendDiscordFollowup(o: {
   if (!SNOWFLAKE.test(o.applicationId) || !INTERACTION_TOKEN.test(o.token)) {
     return { ok: false, retry: false, status: null, error: "discord: invalid interaction" };
   }
-  const doFetch = o.fetch ?? fetch;
-  let res: Response;
-  let raw: string;
-  try {
-    res = await doFetch(`${o.apiBaseUrl.replace(/\/+$/, "")}/webhooks/${o.applicationId}/${o.token}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      // The model's text must never ping @everyone, roles or users.
-      body: JSON.stringify({ content: o.text, allowed_mentions: { parse: [] } }),
-      signal: o.signal,
-    });
-    raw = await res.text();
-  } catch (err) {
-    return networkFailure(err, o.signal);
-  }
-  let json: unknown = null;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    // Not JSON (a proxy's error page): judged by the status alone.
-  }
+  const posted = await postPlatformJson({
+    fetch: o.fetch,
+    url: `${o.apiBaseUrl.replace(/\/+$/, "")}/webhooks/${o.applicationId}/${o.token}`,
+    // The model's text must never ping @everyone, roles or users.
+    body: { content: o.text, allowed_mentions: { parse: [] } },
+    signal: o.signal,
+  });
+  if (!("res" in posted)) return posted;
+  const { res, json } = posted;
   const answer = DiscordAnswer.safeParse(json);
   const a = answer.success ? answer.data : null;
   if (res.ok) {

@@ -38,7 +38,7 @@
  *   the token or the message text.
  */
 import { z } from "zod";
-import { networkFailure, redactSecret, retryAfterHeader, type SendFailure } from "./telegram";
+import { postPlatformJson, redactSecret, retryAfterHeader, type SendFailure } from "./telegram";
 
 export const SLACK_TIMESTAMP_TOLERANCE_SECONDS = 300;
 /** What a Slack signing secret must look like here (Slack's are 32 hex characters). */
@@ -173,22 +173,17 @@ export async function postSlackMessage(o: {
   threadTs: string | null;
   signal?: AbortSignal;
 }): Promise<SlackSendResult> {
-  const doFetch = o.fetch ?? fetch;
   const body: Record<string, unknown> = { channel: o.channel, text: o.text };
   if (o.threadTs) body.thread_ts = o.threadTs;
-  let res: Response;
-  let raw: string;
-  try {
-    res = await doFetch(`${o.apiBaseUrl.replace(/\/+$/, "")}/chat.postMessage`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${o.botToken}`, "content-type": "application/json; charset=utf-8" },
-      body: JSON.stringify(body),
-      signal: o.signal,
-    });
-    raw = await res.text();
-  } catch (err) {
-    return networkFailure(err, o.signal);
-  }
+  const posted = await postPlatformJson({
+    fetch: o.fetch,
+    url: `${o.apiBaseUrl.replace(/\/+$/, "")}/chat.postMessage`,
+    body,
+    headers: { authorization: `Bearer ${o.botToken}`, "content-type": "application/json; charset=utf-8" },
+    signal: o.signal,
+  });
+  if (!("res" in posted)) return posted;
+  const { res, json } = posted;
   if (res.status === 429) {
     const failure: SendFailure = { ok: false, retry: true, status: 429, error: "slack 429: rate limited" };
     const after = retryAfterHeader(res);
@@ -197,13 +192,7 @@ export async function postSlackMessage(o: {
   }
   if (res.status >= 500) return { ok: false, retry: true, status: res.status, error: `slack ${res.status}` };
   if (!res.ok) return { ok: false, retry: false, status: res.status, error: `slack ${res.status}` };
-  let json: unknown = null;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    // Judged below as an unexpected answer.
-  }
-  const answer = SlackAnswer.safeParse(json);
+  const answer = SlackAnswer.safeParse(json); // not JSON (null): an unexpected answer
   if (!answer.success) return { ok: false, retry: false, status: res.status, error: "slack: unexpected response" };
   const a = answer.data;
   if (a.ok && a.ts) return { ok: true, messageId: a.ts };

@@ -217,13 +217,51 @@ const errorName = (x: unknown): string =>
   typeof x === "object" && x !== null && typeof (x as { name?: unknown }).name === "string" ? (x as { name: string }).name : "";
 
 /** A failure for an error `fetch` threw: a caller's abort is final, a timeout or network error may be retried. Never includes the error's message (it may hold the URL). */
-export function networkFailure(err: unknown, signal: AbortSignal | undefined): SendFailure {
+function networkFailure(err: unknown, signal: AbortSignal | undefined): SendFailure {
   if (signal?.aborted) {
     const timeout = errorName(signal.reason) === "TimeoutError";
     return { ok: false, retry: timeout, status: null, error: timeout ? "timed out" : "aborted" };
   }
   if (errorName(err) === "TimeoutError") return { ok: false, retry: true, status: null, error: "timed out" };
   return { ok: false, retry: true, status: null, error: "network error" };
+}
+
+/** A platform's answer to a POST: its response and its body read as JSON (null when it is not JSON). */
+export interface PlatformAnswer {
+  res: Response;
+  json: unknown;
+}
+
+/**
+ * POSTs `body` as JSON to a chat platform and reads its answer (Telegram, Slack, Discord share it). Never throws: an
+ * error `fetch` threw is a failure (`networkFailure`); a body that is not JSON (a proxy's error page) reads as null,
+ * to be judged by the status alone.
+ */
+export async function postPlatformJson(o: {
+  fetch?: typeof fetch;
+  url: string;
+  body: unknown;
+  headers?: Record<string, string>;
+  signal?: AbortSignal | undefined;
+}): Promise<PlatformAnswer | SendFailure> {
+  let res: Response;
+  let raw: string;
+  try {
+    res = await (o.fetch ?? fetch)(o.url, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...o.headers },
+      body: JSON.stringify(o.body),
+      signal: o.signal,
+    });
+    raw = await res.text();
+  } catch (err) {
+    return networkFailure(err, o.signal);
+  }
+  try {
+    return { res, json: JSON.parse(raw) };
+  } catch {
+    return { res, json: null };
+  }
 }
 
 /** Sends one text message (at most 4096 code units: split first). Never throws; see the header for retry rules. */
@@ -236,28 +274,12 @@ export async function sendTelegramMessage(o: {
   replyTo?: number;
   signal?: AbortSignal;
 }): Promise<TelegramSendResult> {
-  const doFetch = o.fetch ?? fetch;
   const body: Record<string, unknown> = { chat_id: o.chatId, text: o.text };
   if (o.replyTo !== undefined) body.reply_parameters = { message_id: o.replyTo, allow_sending_without_reply: true };
-  let res: Response;
-  let raw: string;
-  try {
-    res = await doFetch(`${o.apiBaseUrl.replace(/\/+$/, "")}/bot${o.botToken}/sendMessage`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
-      signal: o.signal,
-    });
-    raw = await res.text();
-  } catch (err) {
-    return networkFailure(err, o.signal);
-  }
-  let json: unknown = null;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    // Not JSON (a proxy's error page): judged by the status alone.
-  }
+  const url = `${o.apiBaseUrl.replace(/\/+$/, "")}/bot${o.botToken}/sendMessage`;
+  const posted = await postPlatformJson({ fetch: o.fetch, url, body, signal: o.signal });
+  if (!("res" in posted)) return posted;
+  const { res, json } = posted;
   const answer = TelegramAnswer.safeParse(json);
   const a = answer.success ? answer.data : null;
   if (res.ok && a?.ok === true && a.result) return { ok: true, messageId: a.result.message_id };
