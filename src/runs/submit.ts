@@ -84,7 +84,12 @@ export interface Submitted {
  */
 export function runEnded(submitted: Pick<Submitted, "admission">, done: Done | null | undefined): void {
   if (!submitted.admission || !done?.finished) return;
-  if (done.view.status === "completed" || done.view.tool_calls === 0) giveSlotBack(submitted.admission);
+  runViewEnded(submitted.admission, done.view);
+}
+
+/** `runEnded` for a door that saw the run's final view itself (the WebSocket route, which follows its events). */
+export function runViewEnded(admission: Admission, view: { status: string; tool_calls: number }): void {
+  if (view.status === "completed" || view.tool_calls === 0) giveSlotBack(admission);
 }
 
 /** Submits `turn`: the early refusals, the run spec, then one call to the session's Durable Object. */

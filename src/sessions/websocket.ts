@@ -23,10 +23,11 @@ import type { GatewayConfig } from "../config/schema";
 import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
 import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
+import type { Admission } from "../runs/backlog";
 import { requestCallerKey } from "../runs/caller";
 import { eventForApiCaller, TERMINAL } from "../runs/events";
 import { getRun, isTerminal, listEvents, type RunRow } from "../runs/store";
-import { type SubmitContext, submitTurn } from "../runs/submit";
+import { runViewEnded, type SubmitContext, submitTurn } from "../runs/submit";
 import type { SessionContext } from "./context";
 import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
 import { runRecordOf } from "./run-queries";
@@ -36,6 +37,9 @@ import { errorFrame, parseClientFrame, type SocketMessageFrame, type SocketServe
 
 /** The header the Worker puts its grant in when it forwards an upgrade; the object is reachable only through it. */
 export const SOCKET_GRANT_HEADER = "x-sophie-socket-grant";
+
+/** Admissions kept per object for `#slotBack` (a run whose slot is never given back is only counted until the next read). */
+const MAX_ADMISSIONS = 256;
 
 /** At most this many runs followed per socket at once (they live in the attachment, at most 2,048 bytes). */
 export const MAX_FOLLOWED_RUNS = 4;
@@ -72,6 +76,11 @@ export class SessionSockets {
   readonly #due = new Set<string>();
   /** When each lease was last renewed by this instance (lost on hibernation: the next message renews). */
   readonly #renewed = new Map<string, number>();
+  /**
+   * The backlog admissions of the runs this instance's sockets queued, given back when the run's final view goes out
+   * (D-069, as the HTTP doors do). Memory only: a hibernation forgets them with the isolate's backlog copies.
+   */
+  readonly #admissions = new Map<string, Admission>();
   /** Wakes whoever waits on a run (its long polls, and through them this object's push): released text is due. */
   readonly #wake: (runId: string) => void;
 
@@ -141,7 +150,7 @@ export class SessionSockets {
       throw new GatewayError("rate.limited", `this socket already follows ${MAX_FOLLOWED_RUNS} unfinished runs; wait for one to end`, {
         retryAfterSeconds: 5,
       });
-    const { queued } = await submitTurn(this.#submitContext(config), {
+    const { queued, admission } = await submitTurn(this.#submitContext(config), {
       agentId: att.agentId,
       session: key,
       message: frame.text,
@@ -152,6 +161,7 @@ export class SessionSockets {
       // Scoped to this conversation's object, like an Idempotency-Key's dispatch key, under a prefix of its own.
       dispatchKey: `ws:${frame.id}`,
     });
+    if (admission && !queued.duplicate && this.#admissions.size < MAX_ADMISSIONS) this.#admissions.set(queued.runId, admission);
     send(ws, { type: "accepted", id: frame.id, run_id: queued.runId, session_id: queued.sessionId, duplicate: queued.duplicate === true });
     this.#follow(ws, { run: queued.runId, id: frame.id, after: 0, ...(frame.stream ? { stream: newSocketStream() } : {}) });
   }
@@ -185,6 +195,14 @@ export class SessionSockets {
     const target = this.#target;
     const self = { getByName: () => target } as unknown as SubmitContext["env"]["SESSIONS"];
     return { env: { SESSIONS: self, DB: this.#cx.env.DB }, config };
+  }
+
+  /** The run's backlog slot back in this isolate's copy, once, if it ended without an approval pending (D-069). */
+  #slotBack(runId: string, view: { status: string; tool_calls: number }): void {
+    const admission = this.#admissions.get(runId);
+    if (!admission) return;
+    this.#admissions.delete(runId);
+    runViewEnded(admission, view);
   }
 
   /** Starts following `run` on `ws` (again, for a resent id: from the start) and sends what it has written so far. */
@@ -224,7 +242,9 @@ export class SessionSockets {
     // the run itself closes the turn, as GET /v1/runs/{run_id} shows it (its output is the assistant's reply).
     if (terminal && run && isTerminal(run.status)) {
       att.follows = att.follows.filter((f) => f !== followed);
-      send(ws, { type: "run", id: followed.id, run: runRecordOf(this.#cx.sql, run).view });
+      const view = runRecordOf(this.#cx.sql, run).view;
+      this.#slotBack(runId, view);
+      send(ws, { type: "run", id: followed.id, run: view });
     }
     ws.serializeAttachment(att);
   }

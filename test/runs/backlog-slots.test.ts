@@ -7,10 +7,12 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
 import { BACKLOG_CACHE_MS, backlogClock, forgetBacklog, giveSlotBack } from "../../src/runs/backlog";
 import { refuseWhenApprovalsBacklogged } from "../../src/runs/submit";
+import { forgetAdminGenerations } from "../../src/storage/admin-generation";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
-import { type App, appFor, call, postRunAndWait, registerTestTools } from "../support/runs";
+import { ALICE, type App, appFor, call, postRunAndWait, registerTestTools } from "../support/runs";
 
 registerTestTools();
 
@@ -157,5 +159,44 @@ describe("ISSUE23 D-069 the isolate's copy, checked directly", () => {
     expect(await check(t + BACKLOG_CACHE_MS + 5)).not.toBeNull(); // 0 + 2 = limit: read 4
     expect(reads()).toBe(4);
     expect(late).not.toBeNull();
+  });
+});
+
+describe("ISSUE23 D-069 the WebSocket route gives slots back too", () => {
+  // Last in the file: it puts its configuration in force in D1, which the session objects read per message.
+  it("ISSUE23 with L = 3, L+5 socket turns that complete within BACKLOG_CACHE_MS make exactly one backlog read", async () => {
+    const agentId = `slots-${crypto.randomUUID().slice(0, 8)}`;
+    const L = 3;
+    const config = configFor(uniqueHost("ok"), agentId, L);
+    const posted = await postConfigVersion(env.DB, config, { actor: "test", now: new Date() });
+    expect(posted.ok).toBe(true);
+    forgetAdminGenerations();
+    forgetConfigInForce();
+    const app = appFor(config);
+    holdClock();
+    const reads = countBacklogReads();
+    const res = await app.request(
+      `https://gateway.test/v1/chat/socket?agent_id=${agentId}&room_id=slots&user_id=u1`,
+      { headers: { Upgrade: "websocket", Authorization: `Bearer ${ALICE}` } },
+      env,
+    );
+    const ws = res.webSocket;
+    if (res.status !== 101 || !ws) throw new Error(`upgrade answered ${res.status}`);
+    ws.accept();
+    const runs: Record<string, string> = {};
+    ws.addEventListener("message", (e) => {
+      const f = JSON.parse(e.data as string) as { type: string; id: string; run?: { status: string } };
+      if (f.type === "run" && f.run) runs[f.id] = f.run.status;
+      if (f.type === "error") runs[f.id] = "error";
+    });
+    for (let i = 0; i < L + 5; i++) {
+      ws.send(JSON.stringify({ type: "message", id: `m${i}`, text: "hello" }));
+      const deadline = Date.now() + 10_000;
+      while (!runs[`m${i}`] && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    }
+    ws.close();
+    expect(runs).toEqual(Object.fromEntries(Array.from({ length: L + 5 }, (_, i) => [`m${i}`, "completed"])));
+    // Without the slot given back: reads at turns 1, 4, 7.
+    expect(reads()).toBe(1);
   });
 });
