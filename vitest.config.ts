@@ -16,6 +16,8 @@ export const TEST_SECRETS = {
   TELEGRAM_WEBHOOK_SECRET: "telegram-webhook-secret_0123456789",
   SLACK_SIGNING_SECRET: "slacksigningsecret0123456789abcdef",
   SLACK_BOT_TOKEN: "xoxb-test.canary.slack.bot.token",
+  // Discord's bot token, only for job reports to a channel (issue 24 §1, D-076); a canary like the others.
+  DISCORD_BOT_TOKEN: "MTEwMDAwMDAwMDAwMDAwMDAwMQ.canary.DiscordBotTokenCanary0123456789",
   STANDARD_WEBHOOK_SECRET: "whsec_c3RhbmRhcmQtY2hhbm5lbC10ZXN0LWtleQ==",
   // Encrypts the admin secrets store (base64 of 32 bytes).
   SECRETS_ENCRYPTION_KEY: "c2VjcmV0cy1lbmNyeXB0aW9uLWtleS0zMi1ieXRlcyE=",

@@ -22,6 +22,8 @@ interface GatewaySecrets {
   DISCORD_PUBLIC_KEY?: string;
   /** Discord: the application id (a snowflake), for follow-up messages; it is also the session account. */
   DISCORD_APPLICATION_ID?: string;
+  /** Discord: a bot token, only for scheduled job reports to a channel (POST /channels/{id}/messages); optional. */
+  DISCORD_BOT_TOKEN?: string;
   /** Standard Webhooks channel: the `whsec_…` key inbound messages are verified with and replies are signed with. */
   STANDARD_WEBHOOK_SECRET?: string;
   /** AES-256-GCM key (base64 of 32 bytes) that encrypts the admin secrets store in D1. */

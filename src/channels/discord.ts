@@ -18,11 +18,13 @@
  *
  * Outbound contract:
  * - `sendDiscordFollowup` POSTs `{apiBaseUrl}/webhooks/{application_id}/{interaction_token}` (Discord's
- *   "Create Followup Message", which always answers the message) with mentions disabled, and answers a verdict
+ *   "Create Followup Message", which always answers the message); `postDiscordChannelMessage` POSTs
+ *   `{apiBaseUrl}/channels/{channel_id}/messages` with `Authorization: Bot <DISCORD_BOT_TOKEN>` (a scheduled job's
+ *   report, issue 24 §1, D-076). Both send mentions disabled, and answer a verdict
  *   instead of throwing: retry on network errors (`status: null`), 429 (with `retryAfterSeconds` from the body's
  *   `retry_after` or `Retry-After`) and 5xx; no retry on other 4xx (an expired token is 401/404), on a caller's
- *   abort, or on a 2xx that is not a message (it may have been posted). The interaction token is a credential for
- *   15 minutes: error text never contains the URL or the token, nor the message text.
+ *   abort, or on a 2xx that is not a message (it may have been posted). The interaction token (a credential for
+ *   15 minutes) and the bot token never appear in error text, nor do the URL or the message text.
  */
 import { z } from "zod";
 import { postPlatformJson, redactSecret, retryAfterHeader, type SendFailure, splitTelegramText } from "./telegram";
@@ -166,9 +168,52 @@ export async function sendDiscordFollowup(o: {
   if (!SNOWFLAKE.test(o.applicationId) || !INTERACTION_TOKEN.test(o.token)) {
     return { ok: false, retry: false, status: null, error: "discord: invalid interaction" };
   }
-  const posted = await postPlatformJson({
+  return postDiscord({
     fetch: o.fetch,
     url: `${o.apiBaseUrl.replace(/\/+$/, "")}/webhooks/${o.applicationId}/${o.token}`,
+    text: o.text,
+    secret: o.token,
+    signal: o.signal,
+  });
+}
+
+/**
+ * Posts one message (at most 2,000 characters: split first) to a channel with the bot token — a scheduled job's
+ * report (issue 24 §1). Same verdicts as `sendDiscordFollowup`; the token goes in `Authorization: Bot …` only, and
+ * error text never contains it. A 403 (the bot is not in the channel or lacks Send Messages) is not retried.
+ */
+export async function postDiscordChannelMessage(o: {
+  fetch?: typeof fetch;
+  apiBaseUrl: string;
+  botToken: string;
+  channelId: string;
+  text: string;
+  signal?: AbortSignal;
+}): Promise<DiscordSendResult> {
+  if (!SNOWFLAKE.test(o.channelId)) return { ok: false, retry: false, status: null, error: "discord: invalid channel id" };
+  return postDiscord({
+    fetch: o.fetch,
+    url: `${o.apiBaseUrl.replace(/\/+$/, "")}/channels/${o.channelId}/messages`,
+    headers: { authorization: `Bot ${o.botToken}` },
+    text: o.text,
+    secret: o.botToken,
+    signal: o.signal,
+  });
+}
+
+/** POSTs `text` as a message with mentions disabled and reads Discord's answer into a verdict (`secret` kept out of errors). */
+async function postDiscord(o: {
+  fetch?: typeof fetch | undefined;
+  url: string;
+  headers?: Record<string, string>;
+  text: string;
+  secret: string;
+  signal?: AbortSignal | undefined;
+}): Promise<DiscordSendResult> {
+  const posted = await postPlatformJson({
+    fetch: o.fetch,
+    url: o.url,
+    ...(o.headers ? { headers: o.headers } : {}),
     // The model's text must never ping @everyone, roles or users.
     body: { content: o.text, allowed_mentions: { parse: [] } },
     signal: o.signal,
@@ -180,7 +225,7 @@ export async function sendDiscordFollowup(o: {
   if (res.ok) {
     return a?.id ? { ok: true, messageId: a.id } : { ok: false, retry: false, status: res.status, error: "discord: unexpected response" };
   }
-  const detail = a?.message ? `: ${redactSecret(a.message, o.token)}` : "";
+  const detail = a?.message ? `: ${redactSecret(a.message, o.secret)}` : "";
   const failure: SendFailure = {
     ok: false,
     retry: res.status === 429 || res.status >= 500,

@@ -25,7 +25,7 @@ import { redactText } from "../security/redact";
 import { boundSecret, urlOrigin, withheldMessage } from "../security/secret-origins";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
-import { sendDiscordFollowup, splitDiscordText } from "./discord";
+import { postDiscordChannelMessage, sendDiscordFollowup, splitDiscordText } from "./discord";
 import { jobFailureText } from "./job-reports";
 import { postSlackMessage } from "./slack";
 import { postSignedWebhook, webhookKey } from "./standard-webhooks";
@@ -45,7 +45,9 @@ export type ReplyTarget =
    * `token`: the interaction's token, a credential for 15 minutes, kept only here (never in events or logs);
    * `tokenOrigin`: the origin the deployment's own config sends it to — never anywhere else.
    */
-  | { channel: "discord"; apiBaseUrl: string; applicationId: string; token: string; tokenOrigin: string | null };
+  | { channel: "discord"; apiBaseUrl: string; applicationId: string; token: string; tokenOrigin: string | null }
+  /** A job's report to a Discord channel (issue 24 §1, D-076): posted with DISCORD_BOT_TOKEN, not an interaction token. */
+  | { channel: "discord"; apiBaseUrl: string; channelId: string; tokenOrigin?: string; job: JobReport };
 
 /** The job a chat report belongs to. */
 export interface JobReport {
@@ -99,7 +101,7 @@ interface Row extends Record<string, SqlStorageValue> {
 export interface ReplyHost {
   sql: Sql;
   storage: DurableObjectStorage;
-  env: Pick<Env, "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN" | "STANDARD_WEBHOOK_SECRET">;
+  env: Pick<Env, "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN" | "DISCORD_BOT_TOKEN" | "STANDARD_WEBHOOK_SECRET">;
   secrets: readonly string[];
   /** Records an audit event about the run's reply. */
   audit(eventType: string, runId: string, payload: Record<string, unknown>): void;
@@ -229,10 +231,13 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
 export const DISCORD_WITHHELD =
   'the Discord interaction token is withheld: channel "discord" is configured at another origin than the deployment\'s own config names; deploy the new channels.discord.apiBaseUrl instead';
 
+/** The bot tokens replies are posted with (each bound to its channel's origin, issue 20 §5). */
+type BotTokenName = "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN" | "DISCORD_BOT_TOKEN";
+
 /** The bot token for a reply to `target`, unless it is missing or bound to another origin (then never sent). */
 function botToken(
   host: ReplyHost,
-  name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN",
+  name: BotTokenName,
   target: { channel: string; apiBaseUrl: string; tokenOrigin?: string },
 ): { ok: true; value: string } | { ok: false; failure: PartResult } {
   const deployment = target.tokenOrigin !== undefined ? { [name]: target.tokenOrigin } : undefined;
@@ -271,6 +276,19 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
       signal,
     });
     return r.ok ? { ok: true, messageId: r.messageId } : { ...r, answered: r.status !== null };
+  }
+  if (target.channel === "discord" && "channelId" in target) {
+    const token = botToken(host, "DISCORD_BOT_TOKEN", target);
+    if (!token.ok) return token.failure;
+    const r = await postDiscordChannelMessage({
+      ...(host.fetch ? { fetch: host.fetch } : {}),
+      apiBaseUrl: target.apiBaseUrl,
+      botToken: token.value,
+      channelId: target.channelId,
+      text,
+      signal,
+    });
+    return r.ok ? r : { ...r, answered: r.status !== null };
   }
   if (target.channel === "discord") {
     // No bot token: the interaction token in the URL authorizes the follow-up, so it goes only where the deployment sends it.

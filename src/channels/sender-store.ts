@@ -47,9 +47,15 @@ export async function senderPaired(db: D1Database, k: SenderKey): Promise<boolea
 /**
  * Counts one refused message and claims the answer to it when none was given in the last `windowMs`: true for
  * exactly one of any number of concurrent deliveries in a window (the claim is a random token set in the same
- * statement that counts).
+ * statement that counts). `codePending`: the sender holds a pairing code that is neither approved nor expired — read
+ * in the same statement, so a refusal inside the window can say so without another D1 call.
  */
-export async function countRefusal(db: D1Database, k: SenderKey, nowMs: number, windowMs: number): Promise<{ claim: string | null }> {
+export async function countRefusal(
+  db: D1Database,
+  k: SenderKey,
+  nowMs: number,
+  windowMs: number,
+): Promise<{ claim: string | null; codePending: boolean }> {
   const claim = crypto.randomUUID();
   const row = await db
     .prepare(
@@ -60,11 +66,13 @@ export async function countRefusal(db: D1Database, k: SenderKey, nowMs: number, 
          last_refused_at = excluded.last_refused_at,
          replied_at = CASE WHEN replied_at IS NULL OR replied_at <= ?7 THEN excluded.replied_at ELSE replied_at END,
          reply_claim = CASE WHEN replied_at IS NULL OR replied_at <= ?7 THEN excluded.reply_claim ELSE reply_claim END
-       RETURNING reply_claim`,
+       RETURNING reply_claim,
+         EXISTS (SELECT 1 FROM channel_pairings p WHERE p.agent_id = ?1 AND p.channel = ?2 AND p.sender = ?3
+                 AND p.approved_at IS NULL AND p.expires_at > ?5) AS code_pending`,
     )
     .bind(k.agentId, k.channel, k.sender, new Date(nowMs).toISOString(), nowMs, claim, nowMs - windowMs)
-    .first<{ reply_claim: string | null }>();
-  return { claim: row?.reply_claim === claim ? claim : null };
+    .first<{ reply_claim: string | null; code_pending: number }>();
+  return { claim: row?.reply_claim === claim ? claim : null, codePending: row?.code_pending === 1 };
 }
 
 /** Gives back a claimed answer that could not be sent, so the sender's next message is answered. */

@@ -272,7 +272,7 @@ const senders = () => SenderPolicyConfig.optional();
 /**
  * Chat channels (issue 10; S1 §2.4). Secrets are Worker secrets, never config: TELEGRAM_WEBHOOK_SECRET,
  * TELEGRAM_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_BOT_TOKEN, STANDARD_WEBHOOK_SECRET, DISCORD_PUBLIC_KEY,
- * DISCORD_APPLICATION_ID.
+ * DISCORD_APPLICATION_ID, DISCORD_BOT_TOKEN (only for job reports to a Discord channel, D-076).
  */
 export const ChannelsConfig = z.strictObject({
   telegram: z

@@ -1,13 +1,14 @@
 /**
- * Job reports to a chat (issue 24 §1): `notify: {channel: "telegram" | "slack", target}` posts the run's final output
+ * Job reports to a chat (issue 24 §1): `notify: {channel: "telegram" | "slack" | "discord", target}` posts the run's final output
  * to that chat through the channel's reply outbox (src/channels/replies.ts) — the same single delivery, splitting at
  * the platform's limit, 429/5xx retries and "never twice" rule as a reply to a chat message.
  *
  * This module is what the scheduler knows about chat channels: which ones a job may report to and what a target
  * looks like on each (checked when the job is written), and the reply target a firing's run is queued with (built
  * by the tick from the configuration in force, so the bot token goes to the origin the deployment binds it to and
- * nowhere else). A new chat channel (Discord, issue 24 §4) adds an entry to `CHAT_NOTIFY` and a case to
- * `chatReplyTarget`, and a reply variant to src/channels/replies.ts.
+ * nowhere else). A new chat channel adds an entry to `CHAT_NOTIFY` and a case to `chatReplyTarget`, and a reply
+ * variant to src/channels/replies.ts — as Discord did (D-076: its reports need a bot token, DISCORD_BOT_TOKEN, since
+ * the interactions channel only ever holds 15-minute interaction tokens).
  */
 import type { ReplyTarget } from "../channels/replies";
 import type { GatewayConfig } from "../config/schema";
@@ -27,6 +28,12 @@ export const CHAT_NOTIFY = {
     target: /^[CGD][A-Z0-9]{2,31}$/,
     rule: "a Slack channel id (C, G or D followed by upper-case letters and digits, e.g. C0123456789)",
     secret: "SLACK_BOT_TOKEN",
+  },
+  discord: {
+    // A channel id: a snowflake, in practice 17–20 decimal digits (64-bit, never with a leading zero).
+    target: /^[1-9]\d{16,19}$/,
+    rule: "a Discord channel id (a snowflake: 17–20 digits, e.g. 1234567890123456789)",
+    secret: "DISCORD_BOT_TOKEN",
   },
 } as const;
 
@@ -75,6 +82,8 @@ export function chatReplyTarget(
       return { channel, apiBaseUrl: config.channels.telegram.apiBaseUrl, chatId: target, replyTo: null, job: { jobId }, ...origin };
     case "slack":
       return { channel, apiBaseUrl: config.channels.slack.apiBaseUrl, channel_id: target, threadTs: null, job: { jobId }, ...origin };
+    case "discord":
+      return { channel, apiBaseUrl: config.channels.discord.apiBaseUrl, channelId: target, job: { jobId }, ...origin };
   }
 }
 

@@ -11,7 +11,7 @@
  *   at the first attempt. Network errors, timeouts, 408, 429 and 5xx are
  *   retried with 4× backoff; other answers (and redirects, which are never
  *   followed) fail the delivery at once.
- * - `telegram`, `slack` (issue 24 §1, chat-notify.ts): the run is also queued with a reply outbox row
+ * - `telegram`, `slack`, `discord` (issue 24 §1, chat-notify.ts): the run is also queued with a reply outbox row
  *   (src/channels/replies.ts) that posts its output to the chat — once, split, retried like any reply. The
  *   notification row here only follows it: when the reply has settled, its outcome is copied here (and to D1),
  *   audited as `job.notify.*` like a webhook's.

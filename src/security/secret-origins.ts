@@ -3,7 +3,8 @@
  *
  * A provider key (`<PROVIDER>_API_KEY`, sent in `Authorization` to the provider's `baseUrl`) and a channel bot
  * token (`TELEGRAM_BOT_TOKEN` in the path of `channels.telegram.apiBaseUrl`, `SLACK_BOT_TOKEN` in
- * `Authorization` to `channels.slack.apiBaseUrl`) may only ever be sent to the origin (scheme, host, port)
+ * `Authorization` to `channels.slack.apiBaseUrl`, `DISCORD_BOT_TOKEN` in `Authorization` to
+ * `channels.discord.apiBaseUrl`) may only ever be sent to the origin (scheme, host, port)
  * they are bound to:
  * - a value stored through `POST /api/admin/secrets` with an origin: that origin (recorded with the value);
  * - a Worker secret, or a stored value without an origin: the origin the deployment's own configuration names
@@ -57,6 +58,7 @@ export function secretDestinations(config: GatewayConfig): SecretDestination[] {
   const channels = [
     ["TELEGRAM_BOT_TOKEN", "telegram", config.channels.telegram.apiBaseUrl],
     ["SLACK_BOT_TOKEN", "slack", config.channels.slack.apiBaseUrl],
+    ["DISCORD_BOT_TOKEN", "discord", config.channels.discord.apiBaseUrl],
   ] as const;
   for (const [name, channel, url] of channels) {
     const origin = urlOrigin(url);

@@ -16,6 +16,7 @@ import { decryptAllSecrets, secretsKey } from "./secrets-store";
 /** Secrets the gateway reads besides provider keys (`<PROVIDER>_API_KEY`). */
 export const GATEWAY_SECRET_NAMES = [
   "DISCORD_APPLICATION_ID",
+  "DISCORD_BOT_TOKEN",
   "DISCORD_PUBLIC_KEY",
   "GATEWAY_API_TOKENS",
   "SANDBOX_TOKEN_SECRET",
@@ -45,7 +46,7 @@ export const ROTATION_OVERLAP_SECRETS = [
 
 /** Outbound credentials: bound to an origin (src/security/secret-origins.ts). */
 export function isOriginBoundSecret(name: string): boolean {
-  return PROVIDER_KEY.test(name) || name === "TELEGRAM_BOT_TOKEN" || name === "SLACK_BOT_TOKEN";
+  return PROVIDER_KEY.test(name) || name === "TELEGRAM_BOT_TOKEN" || name === "SLACK_BOT_TOKEN" || name === "DISCORD_BOT_TOKEN";
 }
 
 /** Where the merged env carries the previous values of rotated inbound secrets. */

@@ -8,7 +8,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { newPairingCode, PAIRING_ALPHABET, PAIRING_CODE, pairingText } from "../../src/channels/sender-policy";
+import { newPairingCode, PAIRING_ALPHABET, PAIRING_CODE, PAIRING_PENDING_TEXT, pairingText } from "../../src/channels/sender-policy";
 import { signWebhook, webhookKey } from "../../src/channels/standard-webhooks";
 import { parseGatewayConfig } from "../../src/config/parse";
 import { mockProvider, runConfig, uniqueHost } from "../support/config";
@@ -400,13 +400,62 @@ describe("ISSUE24-3 Discord and Standard Webhooks", () => {
     const code = /code is ([A-Z2-9]{8})/.exec(bodies[0]?.data.content ?? "")?.[1] as string;
     expect(bodies).toEqual([
       { type: 4, data: { content: pairingText(code), flags: 64 } },
-      { type: 4, data: { content: "This agent does not take messages from you.", flags: 64 } },
+      { type: 4, data: { content: PAIRING_PENDING_TEXT, flags: 64 } },
     ]);
     expect((await call(app, "POST", `/api/admin/channels/pairings/${code}/approve`, undefined, ADMIN)).status).toBe(200);
     const m = await discord(user, channelId);
     expect(await (await post(app, "/webhooks/discord/main", m.raw, m.headers, discordEnv)).json()).toEqual({ type: 5 });
     await until(async () => (await postsAt(dc)).length === 1);
     expect(await postsAt(dc)).toEqual([expect.objectContaining({ body: { content: "pong", allowed_mentions: { parse: [] } } })]);
+  });
+
+  it("ISSUE24-3 Discord pairing: inside the window a pending code is said to be pending — never re-issued or repeated; expired, the plain refusal", async () => {
+    const dc = `ok-${label()}.discord.test`;
+    const app = senderApp("discord", { mode: "pairing" }, dc);
+    const user = snowflake();
+    const channelId = snowflake();
+    const ask = async () => {
+      const m = await discord(user, channelId);
+      const res = await post(app, "/webhooks/discord/main", m.raw, m.headers, discordEnv);
+      return { status: res.status, body: (await res.json()) as { type: number; data: { content: string; flags: number } } };
+    };
+    const first = await ask();
+    const code = /code is ([A-Z2-9]{8})/.exec(first.body.data.content)?.[1] as string;
+    expect(first).toEqual({ status: 200, body: { type: 4, data: { content: pairingText(code), flags: 64 } } });
+    const later = [await ask(), await ask(), await ask()];
+    expect(later).toEqual(Array(3).fill({ status: 200, body: { type: 4, data: { content: PAIRING_PENDING_TEXT, flags: 64 } } }));
+    expect(PAIRING_PENDING_TEXT).toBe(
+      "This agent only talks to approved people. A pairing code was already given to you and is still pending: send it to the operator to get access. Write again after 10 minutes to see it once more.",
+    );
+    for (const r of later) expect(r.body.data.content).not.toContain(code);
+    // No new code: the sender still has exactly the first one; every message was counted; nothing ran or was sent.
+    const listed = await call(app, "GET", "/api/admin/channels/pairings?agent_id=main&limit=500", undefined, ADMIN);
+    expect(listed.body.pairings.filter((p: { sender: string }) => p.sender === user).map((p: { code: string }) => p.code)).toEqual([code]);
+    expect(await senderRow(app, "discord", user)).toEqual(expect.objectContaining({ refused: 4, paired_at: null }));
+    expect(await runsOf(`agent:main:discord:${APP_ID}:group:${channelId}`)).toEqual([]);
+    expect(await postsAt(dc)).toEqual([]);
+    // After the window, the same pending code is shown once more.
+    await env.DB.prepare("UPDATE channel_senders SET replied_at = replied_at - 600001 WHERE sender = ?1").bind(user).run();
+    expect((await ask()).body.data.content).toBe(pairingText(code));
+    // A code that expired inside the window is not "pending": the plain refusal, until the window gives a new code.
+    await env.DB.prepare("UPDATE channel_pairings SET expires_at = ?2 WHERE code = ?1")
+      .bind(code, Date.now() - 1)
+      .run();
+    expect((await ask()).body.data.content).toBe("This agent does not take messages from you.");
+  });
+
+  it("ISSUE24-3 Discord allowlist: a second refusal inside the window is the plain refusal too (no code was ever issued)", async () => {
+    const dc = `ok-${label()}.discord.test`;
+    const app = senderApp("discord", { mode: "allowlist", allow: [snowflake()] }, dc);
+    const user = snowflake();
+    const channelId = snowflake();
+    for (let i = 0; i < 2; i++) {
+      const m = await discord(user, channelId);
+      expect(await (await post(app, "/webhooks/discord/main", m.raw, m.headers, discordEnv)).json()).toEqual({
+        type: 4,
+        data: { content: "This agent does not take messages from you.", flags: 64 },
+      });
+    }
   });
 
   it("ISSUE24-3 Standard Webhooks allowlist: a listed room runs (202 run_id); an unlisted sender is 202 ignored, counted, no run, no reply", async () => {

@@ -271,7 +271,7 @@ describe("S3 §5 stored secrets are used by the gateway", () => {
       ["SECRETS_ENCRYPTION_KEY", "SECRETS_ENCRYPTION_KEY can only be set as a Worker secret (wrangler secret put), not through the API"],
       [
         "DB",
-        "DB is not a secret the gateway reads; it reads <PROVIDER>_API_KEY and DISCORD_APPLICATION_ID, DISCORD_PUBLIC_KEY, GATEWAY_API_TOKENS, SANDBOX_TOKEN_SECRET, SCHEDULER_WEBHOOK_SECRET, SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, STANDARD_WEBHOOK_SECRET, TELEGRAM_BOT_TOKEN, TELEGRAM_WEBHOOK_SECRET",
+        "DB is not a secret the gateway reads; it reads <PROVIDER>_API_KEY and DISCORD_APPLICATION_ID, DISCORD_BOT_TOKEN, DISCORD_PUBLIC_KEY, GATEWAY_API_TOKENS, SANDBOX_TOKEN_SECRET, SCHEDULER_WEBHOOK_SECRET, SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, STANDARD_WEBHOOK_SECRET, TELEGRAM_BOT_TOKEN, TELEGRAM_WEBHOOK_SECRET",
       ],
     ]) {
       const res = await call(app, "POST", "/api/admin/secrets", { name, value: "some-value-0123456789" }, ADMIN);

@@ -1,15 +1,18 @@
 /**
- * Issue 24 §1: scheduled reports delivered to a chat. A job with `notify: {channel: "telegram" | "slack", target}`
- * posts its run's output there through the channel's reply outbox — once, split at the platform's limit, retried on
- * 429 — and a failed run is one code and an actionable sentence. The target is checked when the job is written.
- * Telegram's sendMessage and Slack's chat.postMessage are mocked at the network boundary (test/support/outbound.ts).
+ * Issue 24 §1: scheduled reports delivered to a chat. A job with `notify: {channel: "telegram" | "slack" | "discord",
+ * target}` posts its run's output there through the channel's reply outbox — once, split at the platform's limit,
+ * retried on 429 — and a failed run is one code and an actionable sentence. The target is checked when the job is
+ * written. Telegram's sendMessage, Slack's chat.postMessage and Discord's Create Message (with DISCORD_BOT_TOKEN,
+ * D-076) are mocked at the network boundary (test/support/outbound.ts).
  */
 import { createScheduledController, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { postDiscordChannelMessage } from "../../src/channels/discord";
 import { jobFailureText } from "../../src/channels/job-reports";
 import type { GatewayConfig } from "../../src/config/schema";
-import { createLogger } from "../../src/observability/logger";
+import { createLogger, type Logger } from "../../src/observability/logger";
+import type { ConfigRef } from "../../src/runs/spec";
 import { createJob, JobWrite } from "../../src/scheduler/jobs";
 import { runSchedulerTick } from "../../src/scheduler/tick";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
@@ -21,9 +24,17 @@ registerTestTools();
 const label = () => crypto.randomUUID().slice(0, 8);
 const jobId = (name: string) => `cn-${name}-${label()}`;
 
-/** A config whose agent `reporter` answers through `provider`, with Telegram and Slack at the given mock hosts. */
+/** A config whose agent `reporter` answers through `provider`, with Telegram, Slack and Discord at the given mock hosts. */
 function chatConfig(
-  o: { provider?: string; telegram?: string; slack?: string; enabled?: boolean; runs?: Record<string, unknown>; tools?: string[] } = {},
+  o: {
+    provider?: string;
+    telegram?: string;
+    slack?: string;
+    discord?: string;
+    enabled?: boolean;
+    runs?: Record<string, unknown>;
+    tools?: string[];
+  } = {},
 ) {
   const on = o.enabled ?? true;
   return runConfig(o.provider ?? uniqueHost("ok"), {
@@ -33,6 +44,7 @@ function chatConfig(
     channels: {
       telegram: { enabled: on, apiBaseUrl: `https://${o.telegram ?? `ok-${label()}.telegram.test`}` },
       slack: { enabled: on, apiBaseUrl: `https://${o.slack ?? `ok-${label()}.slack.test`}/api` },
+      discord: { enabled: on, apiBaseUrl: `https://${o.discord ?? `ok-${label()}.discord.test`}/api/v10` },
     },
   });
 }
@@ -42,7 +54,12 @@ async function postsAt(host: string): Promise<PlatformPost[]> {
 }
 
 /** Creates a job reporting to `notify` at 10:00 and fires its 11:00 slot under `config`; returns the firing's run id. */
-async function fire(id: string, notify: { channel: string; target: string }, config: GatewayConfig): Promise<string> {
+async function fire(
+  id: string,
+  notify: { channel: string; target: string },
+  config: GatewayConfig,
+  o: { logger?: Logger; configRef?: ConfigRef } = {},
+): Promise<string> {
   const write = JobWrite.parse({
     job_id: id,
     agent_id: "reporter",
@@ -55,7 +72,10 @@ async function fire(id: string, notify: { channel: string; target: string }, con
   const created = await createJob(env.DB, write, new Date("2030-01-01T10:00:00Z"));
   if (!created.ok) throw new Error(JSON.stringify(created));
   const controller = createScheduledController({ scheduledTime: new Date("2030-01-01T11:00:00Z"), cron: "* * * * *" });
-  await runSchedulerTick(env, controller, createLogger("error"), { config });
+  await runSchedulerTick(env, controller, o.logger ?? createLogger("error"), {
+    config,
+    ...(o.configRef ? { configRef: o.configRef } : {}),
+  });
   const row = await env.DB.prepare("SELECT run_id FROM job_firings WHERE job_id = ?1").bind(id).first<{ run_id: string }>();
   if (!row?.run_id) throw new Error("not dispatched");
   return row.run_id;
@@ -255,6 +275,199 @@ describe("ISSUE24-1 a job's report goes to the chat", () => {
   });
 });
 
+describe("ISSUE24-1 discord: a job's report goes to a Discord channel with the bot token", () => {
+  const BOT_TOKEN = env.DISCORD_BOT_TOKEN as string;
+  const CHANNEL = "1234567890123456789";
+  afterEach(() => vi.restoreAllMocks());
+
+  /** Everything a Durable Object of the firing's session stores, as text. */
+  async function objectStorage(id: string): Promise<string> {
+    return runInDurableObject(env.SESSIONS.getByName(`agent:reporter:job:${id}:job:20300101T110000.000Z`), (_, state) => {
+      const tables = state.storage.sql
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .toArray()
+        .map((r) => String(r.name))
+        .filter((t) => !t.startsWith("_cf_") && !t.startsWith("sqlite_")); // the runtime's own tables cannot be read
+      return JSON.stringify(tables.map((t) => state.storage.sql.exec(`SELECT * FROM "${t}"`).toArray()));
+    });
+  }
+
+  it("ISSUE24-1 discord: a firing → exactly one POST /channels/{id}/messages with the output and Bot authorization; the token is in no log, audit, event or storage", async () => {
+    const lines: string[] = [];
+    for (const level of ["log", "warn", "error", "info", "debug"] as const)
+      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        lines.push(args.map(String).join(" "));
+      });
+    const dc = `ok-${label()}.discord.test`;
+    const id = jobId("dc");
+    const config = chatConfig({ discord: dc });
+    const runId = await fire(id, { channel: "discord", target: CHANNEL }, config, { logger: createLogger("debug") });
+    await until(() => settled(id));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await postsAt(dc)).toEqual([
+      {
+        host: dc,
+        method: "createMessage",
+        path: `/api/v10/channels/${CHANNEL}/messages`,
+        body: { content: "pong", allowed_mentions: { parse: [] } },
+        authorized: true,
+        answered: 200,
+      },
+    ]);
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "discord",
+      notify_status: "delivered",
+      notify_attempts: 1,
+      notify_error: null,
+    });
+    const app = appFor(config);
+    await until(async () => (await auditOf(app, runId)).some((e) => e.event_type === "job.notify.delivered"));
+    const audit = await auditOf(app, runId);
+    expect(audit.filter((e) => e.event_type === "job.notify.delivered").map((e) => e.payload)).toEqual([
+      expect.objectContaining({ job_id: id, channel: "discord", attempt: 1, message_ids: [expect.stringMatching(/^\d+$/)] }),
+    ]);
+    expect(audit.find((e) => e.event_type === "reply.delivered")?.payload).toMatchObject({ channel: "discord", parts: 1 });
+    // The token went in the Authorization header only: nowhere the gateway writes or shows.
+    const firings = await call(app, "GET", `/api/admin/jobs/${id}/firings`, undefined, ADMIN);
+    const written = [
+      lines.join("\n"),
+      JSON.stringify(audit),
+      JSON.stringify(await runDetail(app, runId)),
+      firings.text,
+      await objectStorage(id),
+      JSON.stringify(await postsAt(dc)),
+    ];
+    expect(lines.length).toBeGreaterThan(0);
+    for (const text of written) expect(text).not.toContain(BOT_TOKEN);
+    // What the outbox row holds: the channel and the token's origin, not the token.
+    expect(await objectStorage(id)).toContain(`\\"channelId\\":\\"${CHANNEL}\\"`);
+  });
+
+  it("ISSUE24-1 discord 429 (retry_after in the body, Retry-After header): retried once — attempts [429, 200], one message", async () => {
+    const dc = `limited-${label()}.discord.test`;
+    const id = jobId("dc429");
+    await fire(id, { channel: "discord", target: CHANNEL }, chatConfig({ discord: dc }));
+    await until(() => settled(id), 15_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await postsAt(dc)).map((p) => [p.answered, p.method, p.body])).toEqual([
+      [429, "createMessage", { content: "pong", allowed_mentions: { parse: [] } }],
+      [200, "createMessage", { content: "pong", allowed_mentions: { parse: [] } }],
+    ]);
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "discord",
+      notify_status: "delivered",
+      notify_attempts: 2,
+      notify_error: null,
+    });
+  });
+
+  it("ISSUE24-1 discord: a 4,100-character output is split at 2,000 — three messages 2000/2000/100, in order, losslessly", async () => {
+    const provider = uniqueHost("script");
+    const long = `${"a".repeat(2000)}${"b".repeat(2000)}${"c".repeat(100)}`;
+    await scriptProvider(provider, [{ content: long }]);
+    const dc = `ok-${label()}.discord.test`;
+    const id = jobId("dclong");
+    await fire(id, { channel: "discord", target: CHANNEL }, chatConfig({ provider, discord: dc }));
+    await until(() => settled(id));
+    const texts = (await postsAt(dc)).map((p) => p.body.content as string);
+    expect(texts.map((t) => t.length)).toEqual([2000, 2000, 100]);
+    expect(texts).toEqual(["a".repeat(2000), "b".repeat(2000), "c".repeat(100)]);
+    expect(await notifyState(id)).toMatchObject({ notify_status: "delivered", notify_attempts: 3 });
+  });
+
+  it("ISSUE24-1 discord: a failed run → the short failure text, never the run's error", async () => {
+    const dc = `ok-${label()}.discord.test`;
+    const id = jobId("dcfail");
+    const config = chatConfig({ provider: uniqueHost("error500"), discord: dc, runs: { providerAttempts: 1 } });
+    const runId = await fire(id, { channel: "discord", target: CHANNEL }, config);
+    await until(() => settled(id));
+    expect((await postsAt(dc)).map((p) => p.body)).toEqual([
+      {
+        content: `[provider.unavailable] The scheduled job "${id}" did not finish. Ask an operator to check run ${runId} in the dashboard.`,
+        allowed_mentions: { parse: [] },
+      },
+    ]);
+    expect(await notifyState(id)).toMatchObject({ notify_status: "delivered", notify_attempts: 1 });
+  });
+
+  it("ISSUE24-1 discord: under an admin-posted config that moved Discord away from the deployment's origin, the bot token is withheld — nothing reaches the new origin", async () => {
+    const dc = `ok-${label()}.discord.test`;
+    const id = jobId("dcmoved");
+    // An admin-posted version is in force: the token stays bound to the deployed config's origin (https://discord.com).
+    const configRef: ConfigRef = { source: "admin", version: 2, sha256: "0".repeat(64) };
+    await fire(id, { channel: "discord", target: CHANNEL }, chatConfig({ discord: dc }), { configRef });
+    await until(() => settled(id));
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "discord",
+      notify_status: "failed",
+      notify_attempts: 0,
+      notify_error:
+        'DISCORD_BOT_TOKEN is withheld: channel "discord" is configured at another origin than the one DISCORD_BOT_TOKEN was stored for; an admin must store DISCORD_BOT_TOKEN again for the new origin (POST /api/admin/secrets with "origin")',
+    });
+    expect(await postsAt(dc)).toEqual([]);
+  });
+
+  it("ISSUE24-1 discord: Create Message verdicts — 403 not retried, 429 Retry-After, 5xx retried, no answer, a bad id never sent; the token never in error text", async () => {
+    const seen: { url: string; authorization: string | null }[] = [];
+    const answering = (status: number, body: string, headers: Record<string, string> = {}) =>
+      (async (input: RequestInfo | URL, init?: RequestInit) => {
+        seen.push({ url: String(input), authorization: new Headers(init?.headers).get("authorization") });
+        return new Response(body, { status, headers: { "content-type": "application/json", ...headers } });
+      }) as typeof fetch;
+    const send = (f: typeof fetch, channelId = CHANNEL) =>
+      postDiscordChannelMessage({ fetch: f, apiBaseUrl: "https://ok.discord.test/api/v10/", botToken: "tok.EN-1", channelId, text: "hi" });
+    expect(await send(answering(403, '{"message":"Missing Permissions","code":50013}'))).toEqual({
+      ok: false,
+      retry: false,
+      status: 403,
+      error: "discord 403: Missing Permissions",
+    });
+    expect(seen).toEqual([{ url: `https://ok.discord.test/api/v10/channels/${CHANNEL}/messages`, authorization: "Bot tok.EN-1" }]);
+    expect(await send(answering(401, '{"message":"401: Unauthorized (Bot tok.EN-1)"}'))).toEqual({
+      ok: false,
+      retry: false,
+      status: 401,
+      error: "discord 401: 401: Unauthorized (Bot [redacted])",
+    });
+    expect(await send(answering(429, '{"message":"limited"}', { "retry-after": "7" }))).toEqual({
+      ok: false,
+      retry: true,
+      status: 429,
+      error: "discord 429: limited",
+      retryAfterSeconds: 7,
+    });
+    expect(await send(answering(429, '{"message":"limited","retry_after":1.2}'))).toMatchObject({ retry: true, retryAfterSeconds: 2 });
+    expect(await send(answering(502, "<html>bad gateway</html>"))).toEqual({ ok: false, retry: true, status: 502, error: "discord 502" });
+    expect(await send(answering(200, '{"id":"1100000000000000001"}'))).toEqual({ ok: true, messageId: "1100000000000000001" });
+    const thrown = (async () => {
+      throw new TypeError("connection reset");
+    }) as unknown as typeof fetch;
+    expect(await send(thrown)).toMatchObject({ ok: false, retry: true, status: null });
+    const before = seen.length;
+    expect(await send(answering(200, "{}"), "../../users/@me")).toEqual({
+      ok: false,
+      retry: false,
+      status: null,
+      error: "discord: invalid channel id",
+    });
+    expect(seen.length).toBe(before);
+  });
+
+  it("ISSUE24-1 discord: a channel turned off after the job was written → nothing posted, the firing says why", async () => {
+    const dc = `ok-${label()}.discord.test`;
+    const id = jobId("dcoff");
+    await fire(id, { channel: "discord", target: CHANNEL }, chatConfig({ discord: dc, enabled: false }));
+    await until(() => settled(id));
+    expect(await notifyState(id)).toEqual({
+      notify_channel: "discord",
+      notify_status: "failed",
+      notify_attempts: 0,
+      notify_error: "the discord channel is not enabled (channels.discord.enabled)",
+    });
+    expect(await postsAt(dc)).toEqual([]);
+  });
+});
+
 describe("ISSUE24-1 the target is checked when the job is written", () => {
   const on = appFor(chatConfig());
   const off = appFor(chatConfig({ enabled: false }));
@@ -268,16 +481,22 @@ describe("ISSUE24-1 the target is checked when the job is written", () => {
     notify,
   });
   const admin = (app: App, method: string, path: string, body?: unknown) => call(app, method, path, body, ADMIN);
+  /** An admin call under the env `e` (e.g. without a bot token). */
+  async function adminIn(e: object, app: App, method: string, path: string, body?: unknown) {
+    const headers = { Authorization: `Bearer ${ADMIN}`, "Content-Type": "application/json" };
+    const res = await app.request(`https://gateway.test${path}`, { method, headers, body: JSON.stringify(body) }, e);
+    return { status: res.status, body: (await res.json()) as any };
+  }
 
-  /** POST and PUT of `notify` are both refused with exactly `message`, and nothing is stored or changed. */
-  async function refusedBoth(app: App, notify: unknown, message: string): Promise<void> {
+  /** POST and PUT of `notify` are both refused with exactly `message` (under env `e`), and nothing is stored or changed. */
+  async function refusedBoth(app: App, notify: unknown, message: string, e: object = env): Promise<void> {
     const id = jobId("bad");
-    const post = await admin(app, "POST", "/api/admin/jobs", write(id, notify));
+    const post = await adminIn(e, app, "POST", "/api/admin/jobs", write(id, notify));
     expect({ status: post.status, body: post.body }).toEqual({ status: 400, body: { error: { code: "invalid.request", message } } });
     expect((await admin(app, "GET", `/api/admin/jobs/${id}`)).status).toBe(404);
     const existing = jobId("kept");
     expect((await admin(on, "POST", "/api/admin/jobs", write(existing, { channel: "none", target: "" }))).status).toBe(201);
-    const put = await admin(app, "PUT", `/api/admin/jobs/${existing}`, write(existing, notify));
+    const put = await adminIn(e, app, "PUT", `/api/admin/jobs/${existing}`, write(existing, notify));
     expect({ status: put.status, body: put.body }).toEqual({ status: 400, body: { error: { code: "invalid.request", message } } });
     expect((await admin(app, "GET", `/api/admin/jobs/${existing}`)).body.notify).toEqual({ channel: "none", target: "" });
   }
@@ -340,6 +559,51 @@ describe("ISSUE24-1 the target is checked when the job is written", () => {
     }
   });
 
+  it("ISSUE24-1 discord: a channel not enabled in the config in force → 400 naming it (POST and PUT); nothing stored", async () => {
+    await refusedBoth(
+      off,
+      { channel: "discord", target: "1234567890123456789" },
+      "notify.channel: the discord channel is not enabled in the configuration in force (channels.discord.enabled)",
+    );
+  });
+
+  it("ISSUE24-1 discord: without DISCORD_BOT_TOKEN a report cannot be configured (400 naming the secret, POST and PUT); nothing stored", async () => {
+    await refusedBoth(
+      on,
+      { channel: "discord", target: "1234567890123456789" },
+      "notify.channel: discord reports need the DISCORD_BOT_TOKEN secret, which is not set on this gateway",
+      { ...env, DISCORD_BOT_TOKEN: undefined },
+    );
+  });
+
+  it("ISSUE24-1 discord: a malformed target → 400 naming notify.target (12 cases × POST and PUT); nothing stored", async () => {
+    const rule = "notify.target: must be a Discord channel id (a snowflake: 17–20 digits, e.g. 1234567890123456789)";
+    const targets = [
+      "",
+      "general",
+      "#general",
+      "<#1234567890123456789>", // a channel mention, not an id
+      "1234567890123456", // 16 digits
+      "123456789012345678901", // 21 digits
+      "01234567890123456789", // a leading zero
+      "-1234567890123456789",
+      "+1234567890123456789",
+      "1234567890123456789 ",
+      "12345678901234567a",
+      "1.234567890123456e18",
+    ];
+    expect(targets).toHaveLength(12);
+    for (const target of targets) await refusedBoth(on, { channel: "discord", target }, rule);
+  });
+
+  it("ISSUE24-1 discord: well-formed channel ids (17–20 digits) on an enabled channel are stored as given", async () => {
+    for (const target of ["12345678901234567", "1234567890123456789", "18446744073709551615"]) {
+      const notify = { channel: "discord", target };
+      const res = await admin(on, "POST", "/api/admin/jobs", write(jobId("dc"), notify));
+      expect({ status: res.status, notify: res.body.notify }).toEqual({ status: 201, notify });
+    }
+  });
+
   it("ISSUE24-1 the OpenAPI document shows every notify variant", async () => {
     const doc = (await admin(on, "GET", "/openapi.json")).body;
     const variants = doc.components.schemas.JobNotify.anyOf.map((v: { $ref: string }) => {
@@ -351,6 +615,7 @@ describe("ISSUE24-1 the target is checked when the job is written", () => {
       ["webhook", ["channel", "target"]],
       ["telegram", ["channel", "target"]],
       ["slack", ["channel", "target"]],
+      ["discord", ["channel", "target"]],
     ]);
     expect(doc.components.schemas.Job.properties.notify).toEqual({ $ref: "#/components/schemas/JobNotify" });
     expect(doc.components.schemas.JobWrite.properties.notify.allOf).toEqual([{ $ref: "#/components/schemas/JobNotify" }]);

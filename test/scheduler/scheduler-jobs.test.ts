@@ -322,10 +322,10 @@ describe("S3 §4 validation on create (each refusal is 400 invalid.request with 
     );
   });
 
-  it("S3 §4: notify channel must be one the gateway delivers (none, webhook, and since issue 24 §1 telegram, slack)", async () => {
+  it("S3 §4: notify channel must be one the gateway delivers (none, webhook, and since issue 24 §1 telegram, slack, discord)", async () => {
     await refused(
       write(jobId("mail"), { notify: { channel: "email", target: "ops@example.com" } }),
-      "notify.channel: must be one of: none, webhook, telegram, slack",
+      "notify.channel: must be one of: none, webhook, telegram, slack, discord",
     );
   });
 

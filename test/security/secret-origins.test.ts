@@ -211,6 +211,21 @@ describe("ISSUE20-§5.1 a channel bot token is sent only to the origin it is bou
     ]);
   });
 
+  it("ISSUE24-1 DISCORD_BOT_TOKEN is bound like the other bot tokens: a config moving Discord's apiBaseUrl is refused with 400 naming it", async () => {
+    const dc = `ok-${label()}.discord.test`;
+    const doc = document((d) => {
+      d.channels.discord = { enabled: true, apiBaseUrl: `https://${dc}/api/v10` };
+    });
+    const res = await call(app, "POST", "/api/admin/config", doc, ADMIN);
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues).toEqual([
+      {
+        path: "channels.discord.apiBaseUrl",
+        message: `channel "discord" would move to https://${dc}, but DISCORD_BOT_TOKEN is bound to https://discord.com; store DISCORD_BOT_TOKEN again for the new origin (POST /api/admin/secrets with "origin": "https://${dc}") before moving it`,
+      },
+    ]);
+  });
+
   it("ISSUE20-§5.1 Telegram moved by a version in force: the reply is withheld (the mock never sees the token); stored again for that origin, replies reach it", async () => {
     const tg = `ok-${label()}.telegram.test`;
     await forceVersion(channelDoc({ provider: uniqueHost("ok"), telegram: tg }));

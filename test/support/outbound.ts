@@ -255,10 +255,13 @@ export interface PlatformPost {
   host: string;
   method: string;
   body: Record<string, unknown>;
-  /** Whether the bot token was presented (in the path for Telegram, as a bearer token for Slack; Discord: a `/webhooks/{app}/{token}` path). */
+  /**
+   * Whether the bot token was presented (in the path for Telegram, as a bearer token for Slack; Discord: a
+   * `/webhooks/{app}/{token}` path for a follow-up, `Authorization: Bot …` for a channel message).
+   */
   authorized: boolean;
   answered: number;
-  /** Discord only: the request path (`/api/v10/webhooks/{application_id}/{interaction_token}`). */
+  /** Discord only: the request path (`/api/v10/webhooks/{application_id}/{interaction_token}`, `/api/v10/channels/{id}/messages`). */
   path?: string;
 }
 const platformPosts: PlatformPost[] = [];
@@ -300,20 +303,31 @@ async function platformAnswer(kind: "telegram" | "slack" | "discord", scenario: 
 }
 
 /**
- * Discord's interaction webhook at `https://<scenario>[-x].discord.test/api/v10/webhooks/{application_id}/{token}` (Create
- * Followup Message). Scenarios as for Telegram and Slack: `ok`; `flaky<n>` — the first n (default 1) posts to the host
- * answer 429 (`retry_after: 0`), then ok; `down` always 500. Recorded with method `followup` and the path.
+ * Discord at `https://<scenario>[-x].discord.test/api/v10/…`: the interaction webhook `/webhooks/{application_id}/{token}`
+ * (Create Followup Message, recorded with method `followup`) and, with a bot token, `/channels/{channel_id}/messages`
+ * (Create Message — a job's report; method `createMessage`, `authorized` when `Authorization: Bot <token>` was sent;
+ * the token itself is never recorded). Scenarios as for Telegram and Slack: `ok`; `flaky<n>` — the first n (default 1)
+ * posts to the host answer 429 (`retry_after: 0`), then ok; `limited` — the first post answers 429 with
+ * `retry_after: 0` in the body and `Retry-After: 0`, then ok; `down` always 500. Recorded with the path.
  */
 async function discordAnswer(scenario: string, request: Request, url: URL): Promise<Response> {
   const body = (await request.json().catch(() => ({}))) as Record<string, unknown>;
   const earlier = platformPosts.filter((p) => p.host === url.hostname).length;
   const flaky = /^flaky(\d*)$/.exec(scenario);
-  const status = scenario === "down" ? 500 : flaky && earlier < Number(flaky[1] || 1) ? 429 : 200;
-  const authorized = /^\/api\/v10\/webhooks\/\d+\/[A-Za-z0-9_.-]+$/.test(url.pathname);
-  platformPosts.push({ host: url.hostname, method: "followup", body, authorized, answered: status, path: url.pathname });
-  if (status === 429) return json({ message: "You are being rate limited.", retry_after: 0, global: false }, 429);
+  const limited = scenario === "limited" && earlier === 0;
+  const status = scenario === "down" ? 500 : (flaky && earlier < Number(flaky[1] || 1)) || limited ? 429 : 200;
+  const channel = /^\/api\/v10\/channels\/(\d+)\/messages$/.exec(url.pathname);
+  const authorized = channel
+    ? /^Bot [A-Za-z0-9_.-]+$/.test(request.headers.get("authorization") ?? "")
+    : /^\/api\/v10\/webhooks\/\d+\/[A-Za-z0-9_.-]+$/.test(url.pathname);
+  const method = channel ? "createMessage" : "followup";
+  platformPosts.push({ host: url.hostname, method, body, authorized, answered: status, path: url.pathname });
+  if (status === 429) {
+    const headers = { "content-type": "application/json", ...(limited ? { "retry-after": "0" } : {}) };
+    return new Response(JSON.stringify({ message: "You are being rate limited.", retry_after: 0, global: false }), { status, headers });
+  }
   if (status !== 200) return json({ message: "500: Internal Server Error", code: 0 }, status);
-  return json({ id: String(1_100_000_000_000_000_000n + BigInt(earlier)), content: body.content, channel_id: "1" });
+  return json({ id: String(1_100_000_000_000_000_000n + BigInt(earlier)), content: body.content, channel_id: channel?.[1] ?? "1" });
 }
 
 /** Miniflare `outboundService`. */

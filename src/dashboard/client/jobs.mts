@@ -45,13 +45,14 @@ export const jobsView: ViewFactory = (ctx) => {
     h("option", { value: "webhook" }, "webhook"),
     h("option", { value: "telegram" }, "telegram"),
     h("option", { value: "slack" }, "slack"),
+    h("option", { value: "discord" }, "discord"),
   );
-  // A webhook URL, a Telegram chat id (or @channelusername) or a Slack channel id: the gateway checks which (docs/scheduler.md).
+  // A webhook URL, a Telegram chat id (or @channelusername), a Slack or a Discord channel id: the gateway checks which (docs/scheduler.md).
   const notifyTarget = h("input", {
     id: "job-notify-target",
     name: "notify_target",
     autocomplete: "off",
-    placeholder: "https://… · Telegram chat id · Slack C…",
+    placeholder: "https://… · Telegram chat id · Slack C… · Discord channel id",
   });
   const enabled = h("input", { id: "job-enabled", name: "enabled", type: "checkbox", checked: true });
   const submit = h("button", { id: "job-submit", type: "submit" }, "Create job");

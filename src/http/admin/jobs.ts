@@ -31,7 +31,7 @@ import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from 
 import { RunCompletionSchema } from "../run-schemas";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
-/** Each notify variant as documented (issue 24 §1 adds the chat channels; Discord joins with its adapter). */
+/** Each notify variant as documented (issue 24 §1 adds the chat channels: Telegram, Slack, Discord — D-071, D-076). */
 const NOTIFY_VARIANTS = [
   { channel: "none", title: "JobNotifyNone", target: z.literal("").openapi({ description: "empty" }) },
   {

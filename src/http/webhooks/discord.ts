@@ -32,7 +32,7 @@ const EPHEMERAL = 64;
 
 /**
  * Discord needs an answer to every interaction; a refused sender's is this (ephemeral), except the one per window
- * that carries a pairing code.
+ * that carries a pairing code, and, inside that window, the reminder that the code is pending (D-076).
  */
 const NOT_ALLOWED = "This agent does not take messages from you.";
 
@@ -77,10 +77,18 @@ export function discordWebhookRoute(app: OpenAPIHono<AppEnv>): void {
       // The interaction's answer carries the policy's text itself (only the invoking user sees it): nothing is sent.
       let said: string | null = null;
       const sender = { agentId, channel: "discord" as const, sender: interaction.userId, chatId: interaction.channelId };
-      const allowed = await senderAllowed(c, sender, async (text) => {
+      const say = (text: string) => {
         said = text;
-        return true;
-      });
+      };
+      const allowed = await senderAllowed(
+        c,
+        sender,
+        async (text) => {
+          say(text);
+          return true;
+        },
+        say,
+      );
       if (!allowed) return c.json({ type: MESSAGE, data: { content: said ?? NOT_ALLOWED, flags: EPHEMERAL } }, 200);
       const scope = interaction.guildId ? `group:${interaction.channelId}` : `dm:${interaction.userId}`;
       await queue(c, {

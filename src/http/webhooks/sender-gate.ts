@@ -3,10 +3,11 @@
  * after a message is verified and parsed, before `queue`. A refused message is logged (`channel.sender.refused`, no
  * ids or text) and counted in D1; the caller then acknowledges it to the platform and submits nothing. When the
  * policy has an answer for the sender (a pairing code, once per window), `answer` delivers it — a send that fails
- * gives the window back, so the sender's next message tries again.
+ * gives the window back, so the sender's next message tries again. A channel whose acknowledgement carries text
+ * (Discord) also passes `notice`, which receives what to say inside the window when the sender's code is pending.
  */
 import type { Context } from "hono";
-import { checkSender } from "../../channels/sender-policy";
+import { checkSender, PAIRING_PENDING_TEXT } from "../../channels/sender-policy";
 import { postSlackMessage } from "../../channels/slack";
 import { postSignedWebhook, webhookKey } from "../../channels/standard-webhooks";
 import { sendTelegramMessage } from "../../channels/telegram";
@@ -17,11 +18,15 @@ import type { Channel } from "./channels";
 /** Sends the policy's answer to the sender; whether it was delivered. */
 export type Answer = (text: string) => Promise<boolean>;
 
-/** Whether the sender may start a turn here; a refusal is counted, and answered through `answer` when due. */
+/**
+ * Whether the sender may start a turn here; a refusal is counted, and answered through `answer` when due (else, with a
+ * pairing code pending, `notice` gets the reminder — nothing is sent, the caller's acknowledgement carries it).
+ */
 export async function senderAllowed(
   c: Context<AppEnv>,
   o: { agentId: string; channel: Channel; sender: string; chatId: string },
   answer: Answer,
+  notice?: (text: string) => void,
 ): Promise<boolean> {
   const policy = c.get("config").channels[o.channel].senders;
   if (!policy || policy.mode === "open") return true; // absent: open, as before issue 24 §3
@@ -31,7 +36,7 @@ export async function senderAllowed(
   if (verdict.answer) {
     answered = await answer(verdict.answer.text).catch(() => false);
     if (!answered) await verdict.answer.release();
-  }
+  } else if (verdict.pending) notice?.(PAIRING_PENDING_TEXT);
   c.get("logger").log("info", "channel.sender.refused", { channel: o.channel, agent_id: o.agentId, mode: verdict.mode, answered });
   return false;
 }
