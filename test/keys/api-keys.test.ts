@@ -10,11 +10,12 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { parseGatewayConfig } from "../../src/config/parse";
 import type { GatewayConfig } from "../../src/config/schema";
+import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
 import { mintSecret, secretMatches } from "../../src/keys/format";
 import { KEY_PROPAGATION_MS } from "../../src/keys/lookup";
 import { revokeKey, rotateKey } from "../../src/keys/store";
 import { ADMIN_REFRESH_MS, forgetAdminGenerations } from "../../src/storage/admin-generation";
-import { mockProvider, requestsTo, scriptProvider, uniqueHost } from "../support/config";
+import { bodiesSentTo, mockProvider, requestsTo, scriptProvider, uniqueHost } from "../support/config";
 import { ADMIN, ALICE, type App, appFor, call, readResponse, waitForRun } from "../support/runs";
 
 const KEY = /^sgw_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
@@ -529,6 +530,61 @@ describe("ISSUE25-1 per-key limits", () => {
     const other = await createKey(first, { agents: ["alpha"] });
     expect((await call(first, "POST", "/v1/runs", { agent_id: "alpha", message: "x" }, other.key)).status).toBe(202);
   }, 40_000);
+});
+
+describe("ISSUE25-1 a key's WebSocket and its secret in messages", () => {
+  it("ISSUE25-1 an open WebSocket of a revoked key takes no further turn (401 error frame); its turns spent the key's budget", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "first answer", usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 } }]);
+    const config = twoAgents(host);
+    const posted = await postConfigVersion(env.DB, config, { actor: "test", now: new Date() });
+    if (!posted.ok) throw new Error("config not posted");
+    forgetAdminGenerations();
+    forgetConfigInForce();
+    const app = appFor(config);
+    const { key, key_id } = await createKey(app, { agents: ["alpha"], limits: { tokensPerDay: 100_000 } });
+    const res = await app.request(
+      `https://gateway.test/v1/chat/socket?agent_id=alpha&room_id=r-${label()}&user_id=u1`,
+      { headers: { Authorization: `Bearer ${key}`, Upgrade: "websocket" } },
+      env,
+    );
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    ws.accept();
+    const frames: any[] = [];
+    ws.addEventListener("message", (e) => frames.push(JSON.parse(e.data as string)));
+    ws.send(JSON.stringify({ type: "message", id: "m-1", text: "hello" }));
+    await until(async () => frames.some((f) => f.type === "run" && f.id === "m-1"));
+    const day = new Date().toISOString().slice(0, 10);
+    const used = await env.DB.prepare("SELECT tokens FROM api_key_token_usage WHERE key_id = ?1 AND day = ?2")
+      .bind(key_id, day)
+      .first<{ tokens: number }>();
+    expect(used?.tokens).toBe(120);
+    expect((await call(app, "DELETE", `/api/admin/keys/${key_id}`, undefined, ADMIN)).status).toBe(200);
+    ws.send(JSON.stringify({ type: "message", id: "m-2", text: "again" }));
+    await until(async () => frames.some((f) => f.id === "m-2"));
+    expect(frames.filter((f) => f.id === "m-2")).toEqual([
+      {
+        type: "error",
+        id: "m-2",
+        error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
+      },
+    ]);
+    expect(await requestsTo(host)).toHaveLength(1);
+    ws.close();
+  }, 30_000);
+
+  it("ISSUE25-1 a key pasted into a message is redacted before it is stored or sent to the model", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "noted" }]);
+    const app = appFor(twoAgents(host));
+    const { key } = await createKey(app, {});
+    const id = (await call(app, "POST", "/v1/runs", { agent_id: "alpha", message: `my key is ${key} ok` }, key)).body.id;
+    expect(await waitForRun(app, id, key)).toMatchObject({ status: "completed" });
+    const sent = JSON.stringify(await bodiesSentTo(host));
+    expect(sent).not.toContain(key);
+    expect(sent).toContain("my key is [REDACTED:sophie_gateway_key] ok");
+  }, 30_000);
 });
 
 async function until(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
