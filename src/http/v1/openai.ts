@@ -91,6 +91,10 @@ const getModels = createRoute({
     },
     401: openAiErrors[401],
     403: openAiErrors[403],
+    429: {
+      description: "The API key's requests per minute are spent (`Retry-After`)",
+      content: { "application/json": { schema: OpenAIErrorSchema } },
+    },
   },
 });
 

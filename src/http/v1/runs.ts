@@ -75,13 +75,21 @@ const postRun = createRoute({
   },
 });
 
+/** Issue 25 §1: any /v1 request of an API key record counts toward its `limits.requestsPerMinute`. */
+const keyRateLimited = {
+  429: {
+    description: "The API key's requests per minute are spent (`Retry-After`)",
+    content: { "application/json": { schema: ErrorEnvelope } },
+  },
+} as const;
+
 const getRunRoute = createRoute({
   method: "get",
   path: "/runs/{run_id}",
   summary: "A run: status, output, tool executions",
   middleware: [requireScope("api")] as const,
   request: { params: RunIdParam },
-  responses: { 200: { description: "The run", content: { "application/json": { schema: RunSchema } } }, ...runErrors },
+  responses: { 200: { description: "The run", content: { "application/json": { schema: RunSchema } } }, ...runErrors, ...keyRateLimited },
 });
 
 const cancelRoute = createRoute({
@@ -97,6 +105,7 @@ const cancelRoute = createRoute({
     },
     409: { description: "The run has already ended", content: { "application/json": { schema: ErrorEnvelope } } },
     ...runErrors,
+    ...keyRateLimited,
   },
 });
 
@@ -126,7 +135,8 @@ const eventsRoute = createRoute({
     200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } },
     ...runErrors,
     429: {
-      description: "The caller already has `limits.maxOpenStreamsPerCaller` event streams open",
+      description:
+        "The caller already has `limits.maxOpenStreamsPerCaller` event streams open, or its API key's requests per minute are spent",
       content: { "application/json": { schema: ErrorEnvelope } },
     },
   },

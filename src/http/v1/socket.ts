@@ -65,7 +65,8 @@ const socketRoute = createRoute({
     404: { description: "Unknown agent", content: { "application/json": { schema: ErrorEnvelope } } },
     426: { description: "Not a WebSocket upgrade", content: { "application/json": { schema: ErrorEnvelope } } },
     429: {
-      description: "The caller already has `limits.maxOpenStreamsPerCaller` event streams open",
+      description:
+        "The caller already has `limits.maxOpenStreamsPerCaller` event streams open, or its API key's requests per minute are spent",
       content: { "application/json": { schema: ErrorEnvelope } },
     },
   },
