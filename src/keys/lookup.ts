@@ -92,8 +92,3 @@ export async function keyStillValid(db: D1Database, grant: Pick<KeyGrant, "keyId
 export function forgetKey(keyId: string): void {
   cache.delete(keyId);
 }
-
-/** Drops every cached key (tests). */
-export function forgetKeys(): void {
-  cache.clear();
-}

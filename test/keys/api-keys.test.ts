@@ -322,6 +322,33 @@ describe("ISSUE25-1 sgw_ keys on /v1 and the OpenAI routes", () => {
   });
 });
 
+describe("ISSUE25-1 D1 unreachable", () => {
+  it("ISSUE25-1 a key that cannot be checked is not accepted: 503, never a 500; env tokens still work", async () => {
+    const app = appFor(twoAgents());
+    const { key } = await createKey(app, {});
+    forgetAdminGenerations();
+    const down = {
+      ...env,
+      DB: {
+        prepare: () => {
+          throw new Error("D1_ERROR: network connection lost");
+        },
+      },
+    };
+    const res = await readResponse(
+      await app.request("https://gateway.test/v1/models", { headers: { Authorization: `Bearer ${key}` } }, down),
+    );
+    expect(res.status).toBe(503);
+    expect(res.body).toEqual({
+      error: { message: "API keys cannot be checked right now; retry shortly", type: "server_error", code: "internal.error" },
+    });
+    expect(res.text).not.toContain("D1_ERROR");
+    const alice = await app.request("https://gateway.test/v1/models", { headers: { Authorization: `Bearer ${ALICE}` } }, down);
+    expect(alice.status).toBe(200);
+    forgetAdminGenerations();
+  });
+});
+
 describe("ISSUE25-1 revocation, rotation and expiry reach every isolate within the bound", () => {
   it(`ISSUE25-1 revoked on another isolate: a cached isolate keeps the key at most ${ADMIN_REFRESH_MS} ms, then 401`, async () => {
     expect(KEY_PROPAGATION_MS).toBe(5_000);

@@ -14,21 +14,15 @@ import { GatewayError } from "../../errors";
 import type { KeyGrant } from "../../keys/lookup";
 import { admitKeyRequest as countRequest, touchKey } from "../../keys/store";
 import type { KeyBudget } from "../../runs/token-budget";
-import type { Principal } from "./auth";
+import type { AuthEnv, Principal } from "./auth";
 
 /** How often `last_used_at` is written per key, at most. */
 export const LAST_USED_INTERVAL_MS = 60_000;
 
-/** The bindings this module reads. */
-interface KeyEnv {
-  DB?: D1Database;
-  API_KEY_RATE_LIMITER?: RateLimit;
-}
-
 const touched = new Map<string, number>();
 
 /** Admits one request of `grant`'s key under its rate limits (429 otherwise) and stamps its use. */
-export async function admitKeyRequest(c: Context<{ Bindings: KeyEnv }>, grant: KeyGrant): Promise<void> {
+export async function admitKeyRequest(c: Context<{ Bindings: AuthEnv }>, grant: KeyGrant): Promise<void> {
   const env = c.env ?? {};
   const now = Date.now();
   const retryAfterSeconds = 60 - Math.floor((now % 60_000) / 1000);
@@ -75,9 +69,4 @@ export function mayUseAgent(principal: Principal | undefined, agentId: string): 
 export function keyTurnFields(principal: Principal | undefined): { keyBudget?: KeyBudget } {
   if (principal?.scope !== "api" || principal.key?.limits.tokensPerDay === undefined) return {};
   return { keyBudget: { keyId: principal.key.keyId, tokensPerDay: principal.key.limits.tokensPerDay } };
-}
-
-/** Forgets which keys this isolate stamped (tests). */
-export function forgetLastUsed(): void {
-  touched.clear();
 }

@@ -108,6 +108,8 @@ export interface AuthEnv {
   GATEWAY_API_TOKENS?: string;
   /** Where API key records live (absent: only the env tokens are known). */
   DB?: D1Database;
+  /** The request ceiling of API key records (Cloudflare Rate Limiting; absent: only their exact D1 limits). */
+  API_KEY_RATE_LIMITER?: RateLimit;
 }
 
 function unauthorized(message: string, invalidToken = false): GatewayError {
@@ -130,7 +132,16 @@ export async function identify(token: string, table: TokenTable): Promise<Princi
 /** The api principal of an `sgw_` key record, or undefined (not a key, or refused: the reason is logged, not told). */
 async function keyPrincipal(env: AuthEnv, token: string, logger: Logger | undefined): Promise<Principal | undefined> {
   if (!env.DB) return undefined;
-  const found = await lookupKey(env.DB, token);
+  let found: Awaited<ReturnType<typeof lookupKey>>;
+  try {
+    found = await lookupKey(env.DB, token);
+  } catch (err) {
+    // D1 unreachable: the key cannot be checked, so it is not accepted — a retryable 503, not a 500.
+    throw new GatewayError("internal.error", "API keys cannot be checked right now; retry shortly", {
+      status: 503,
+      internal: err instanceof Error ? err.message : String(err),
+    });
+  }
   if (!found) return undefined;
   if (!found.ok) {
     logger?.log("info", "auth.key_refused", { key_id: token.slice(4, 20), reason: found.reason });
@@ -168,7 +179,7 @@ export function requireScope(scope: Scope): MiddlewareHandler<{ Bindings: AuthEn
     const principal = (await identify(token, await tokenTable(env, c.get("logger")))) ?? (await keyPrincipal(env, token, c.get("logger")));
     if (!principal) throw unauthorized("invalid bearer token", true);
     if (principal.scope !== scope) throw new GatewayError("auth.forbidden", `this route needs a token with the "${scope}" scope`);
-    if (principal.scope === "api" && principal.key) await admitKeyRequest(c as never, principal.key);
+    if (principal.scope === "api" && principal.key) await admitKeyRequest(c, principal.key);
     c.set("principal", principal);
     await next();
   };
