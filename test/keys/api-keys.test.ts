@@ -14,6 +14,7 @@ import { forgetConfigInForce, postConfigVersion } from "../../src/config/version
 import { mintSecret, secretMatches } from "../../src/keys/format";
 import { KEY_PROPAGATION_MS } from "../../src/keys/lookup";
 import { revokeKey, rotateKey } from "../../src/keys/store";
+import { keyTokensUsed, reserveCallerTokens } from "../../src/runs/token-budget";
 import { ADMIN_REFRESH_MS, forgetAdminGenerations } from "../../src/storage/admin-generation";
 import { bodiesSentTo, mockProvider, requestsTo, scriptProvider, uniqueHost } from "../support/config";
 import { ADMIN, ALICE, type App, appFor, call, readResponse, waitForRun } from "../support/runs";
@@ -495,6 +496,27 @@ describe("ISSUE25-1 per-key limits", () => {
       saturated,
     );
     expect(alice.status).toBe(404);
+  });
+
+  it("ISSUE25-1 40 concurrent reservations of one key's tokens from two agents and two callers: exactly 10 of 1000 fit in 10000", async () => {
+    const keyId = `k${label()}`;
+    const now = new Date();
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        reserveCallerTokens(env.DB, {
+          agentId: i % 2 ? "alpha" : "beta",
+          caller: i % 4 < 2 ? "api:carol" : "api:dave",
+          tokens: 1_000,
+          agentLimit: null,
+          callerLimit: null,
+          now,
+          key: { keyId, tokensPerDay: 10_000 },
+        }),
+      ),
+    );
+    expect(results.filter((r) => r.ok)).toHaveLength(10);
+    expect(results.filter((r) => !r.ok).every((r) => !r.ok && r.scope === "key" && r.limit === 10_000)).toBe(true);
+    expect(await keyTokensUsed(env.DB, keyId, now.toISOString().slice(0, 10))).toBe(10_000);
   });
 
   it("ISSUE25-1 tokensPerDay under 6 concurrent sessions: the key's budget is never overspent; then 429 with Retry-After", async () => {
