@@ -148,6 +148,49 @@ export async function rotateKey(db: D1Database, keyId: string, secret: StoredSec
   return row ? toRecord(row) : null;
 }
 
+/** What an update may change; an absent field stays as it is (`limits` replaces the whole object). */
+export interface KeyChanges {
+  label?: string;
+  agents?: string[] | null;
+  expiresAt?: string | null;
+  limits?: KeyLimits;
+}
+
+/**
+ * Changes a live key's label, agents, expiry or limits (never its caller or secret); null when there is no such live
+ * key. Like rotation, it bumps the keys generation: every isolate applies it within ADMIN_REFRESH_MS.
+ */
+export async function updateKey(db: D1Database, keyId: string, c: KeyChanges): Promise<KeyRecord | null> {
+  const has = (v: unknown) => (v === undefined ? 0 : 1);
+  const [updated] = await db.batch([
+    db
+      .prepare(
+        `UPDATE api_keys SET
+           label = CASE WHEN ?2 THEN ?3 ELSE label END,
+           agents = CASE WHEN ?4 THEN ?5 ELSE agents END,
+           expires_at = CASE WHEN ?6 THEN ?7 ELSE expires_at END,
+           requests_per_minute = CASE WHEN ?8 THEN ?9 ELSE requests_per_minute END,
+           tokens_per_day = CASE WHEN ?8 THEN ?10 ELSE tokens_per_day END
+         WHERE key_id = ?1 AND revoked_at IS NULL RETURNING ${PUBLIC_COLUMNS}`,
+      )
+      .bind(
+        keyId,
+        has(c.label),
+        c.label ?? null,
+        has(c.agents),
+        c.agents ? JSON.stringify(c.agents) : null,
+        has(c.expiresAt),
+        c.expiresAt ?? null,
+        has(c.limits),
+        c.limits?.requestsPerMinute ?? null,
+        c.limits?.tokensPerDay ?? null,
+      ),
+    bumpKeysGeneration(db),
+  ]);
+  const row = (updated?.results as Row[] | undefined)?.[0];
+  return row ? toRecord(row) : null;
+}
+
 /** Revokes a key (idempotent: a second call keeps the first time; `fresh` says whether this call revoked it); null if unknown. */
 export async function revokeKey(db: D1Database, keyId: string, now: Date): Promise<(KeyRecord & { fresh: boolean }) | null> {
   const [updated] = await db.batch([

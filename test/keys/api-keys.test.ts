@@ -248,6 +248,64 @@ describe("ISSUE25-1 admin routes: create, list, rotate, revoke", () => {
   }, 30_000);
 });
 
+describe("ISSUE25-1 PATCH /api/admin/keys/{key_id}", () => {
+  it("ISSUE25-1 changes label, agents, expiry and limits at once on this isolate; never the caller or the secret; audited", async () => {
+    const app = appFor(twoAgents());
+    const created = await createKey(app, { agents: ["alpha"], limits: { requestsPerMinute: 5 } });
+    const patch = (body: unknown, id = created.key_id) => call(app, "PATCH", `/api/admin/keys/${id}`, body, ADMIN);
+    const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+    const res = await patch({ label: "renamed", agents: ["beta"], expires_at: expiresAt, limits: { tokensPerDay: 9_000 } });
+    expect(res.status).toBe(200);
+    const { key: _key, ...before } = created;
+    expect(res.body).toEqual({
+      ...before,
+      label: "renamed",
+      agents: ["beta"],
+      expires_at: expiresAt,
+      limits: { tokensPerDay: 9_000 },
+      last_used_at: null,
+    });
+    // In force at once: alpha is now forbidden, beta allowed; the same key (no new secret).
+    expect((await call(app, "POST", "/v1/runs", { agent_id: "alpha", message: "x" }, created.key)).status).toBe(403);
+    expect((await call(app, "GET", "/v1/models", undefined, created.key)).body.data.map((m: any) => m.id)).toEqual(["agent:beta", "fast"]);
+    expect((await patch({ expires_at: null, limits: {} })).body).toMatchObject({ expires_at: null, limits: {} });
+    expect((await patch({ agents: "all" })).body.agents).toBe("all");
+    // Refusals name the field; nothing changes.
+    expect(await patch({})).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid.request", message: "nothing to change: send label, agents, expires_at or limits" } },
+    });
+    expect(await patch({ caller_id: "mallory" })).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid.request", message: "unknown field caller_id" } },
+    });
+    expect(await patch({ agents: ["ghost"] })).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid.request", message: 'agents[0]: unknown agent "ghost"' } },
+    });
+    expect(await patch({ expires_at: "2001-01-01T00:00:00Z" })).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid.request", message: "expires_at: must be in the future" } },
+    });
+    expect(await patch({ label: "x" }, "0000000000000000")).toMatchObject({ status: 404 });
+    await call(app, "DELETE", `/api/admin/keys/${created.key_id}`, undefined, ADMIN);
+    expect(await patch({ label: "back" })).toMatchObject({
+      status: 404,
+      body: { error: { code: "resource.not_found", message: `no live key ${created.key_id} (unknown or revoked)` } },
+    });
+    await until(async () => (await auditOfGateway(app, created.key_id)).events.length === 5, 15_000);
+    const { events, text } = await auditOfGateway(app, created.key_id);
+    expect(events.map((e) => e.event_type)).toEqual([
+      "api_key.created",
+      "api_key.updated",
+      "api_key.updated",
+      "api_key.updated",
+      "api_key.revoked",
+    ]);
+    expect(text).not.toContain(created.key);
+  }, 30_000);
+});
+
 describe("ISSUE25-1 sgw_ keys on /v1 and the OpenAI routes", () => {
   it("ISSUE25-1 a key used for an agent it may not use → 403 (S3 envelope on /v1, OpenAI's shape on the OpenAI routes)", async () => {
     const app = appFor(twoAgents());

@@ -4,8 +4,9 @@
  *   GET    /api/admin/keys                   the records, newest first, paged; never a secret or a hash
  *   POST   /api/admin/keys/{key_id}/rotate   a new secret → 200 with the new key, shown this once; the old one stops
  *                                            working (no overlap)
+ *   PATCH  /api/admin/keys/{key_id}          changes its label, agents, expiry or limits → 200 with the record
  *   DELETE /api/admin/keys/{key_id}          revokes the key → 200 with the record
- * Each change is audited in the gateway's own stream (`api_key.created`, `api_key.rotated`, `api_key.revoked`) with
+ * Each change is audited in the gateway's own stream (`api_key.created`, `.rotated`, `.updated`, `.revoked`) with
  * the key id, never the key.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
@@ -14,7 +15,7 @@ import { GATEWAY_AUDIT_AGENT } from "../../config/schema";
 import { GatewayError } from "../../errors";
 import { KEY_ID, mintSecret, newKeyId } from "../../keys/format";
 import { forgetKey, KEY_PROPAGATION_MS } from "../../keys/lookup";
-import { insertKey, type KeyRecord, listKeys, revokeKey, rotateKey } from "../../keys/store";
+import { insertKey, type KeyChanges, type KeyRecord, listKeys, revokeKey, rotateKey, updateKey } from "../../keys/store";
 import { AGENT_ID } from "../../sessions/keys";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
@@ -50,6 +51,19 @@ const CreateKey = z
     limits: Limits.optional(),
   })
   .openapi("ApiKeyCreate");
+
+const UpdateKey = z
+  .strictObject({
+    label: CreateKey.shape.label.optional(),
+    agents: CreateKey.shape.agents.optional(),
+    expires_at: z.iso
+      .datetime({ offset: true })
+      .nullable()
+      .optional()
+      .openapi({ description: "A new expiry in the future, or null for none" }),
+    limits: Limits.optional().openapi({ description: "Replaces the key's limits (`{}` removes them)" }),
+  })
+  .openapi("ApiKeyUpdate");
 
 const KeyView = z
   .object({
@@ -113,6 +127,25 @@ const rotateRouteDef = createRoute({
   responses: {
     200: { description: "Rotated: the new key, shown once", content: json(KeyWithSecret) },
     400: { description: "Not a key id", content: json(ErrorEnvelope) },
+    401: unauthorized,
+    404: { description: "No such key, or it was revoked", content: json(ErrorEnvelope) },
+  },
+});
+
+const updateRouteDef = createRoute({
+  method: "patch",
+  path: "/keys/{key_id}",
+  summary: "Change an API key's label, agents, expiry or limits",
+  description:
+    `Applied at once on this isolate and within ${KEY_PROPAGATION_MS / 1000} s on every other. The caller and the secret ` +
+    "never change (rotate for a new secret). A revoked key cannot be changed (404). Audited as `api_key.updated`.",
+  request: { params: KeyIdParam, body: { required: true, content: { "application/json": { schema: UpdateKey } } } },
+  responses: {
+    200: { description: "Changed", content: json(KeyView) },
+    400: {
+      description: "Not a key id; an unknown field or agent, an expiry not in the future, an empty body",
+      content: json(ErrorEnvelope),
+    },
     401: unauthorized,
     404: { description: "No such key, or it was revoked", content: json(ErrorEnvelope) },
   },
@@ -216,6 +249,23 @@ export function adminKeyRoutes(): OpenAPIHono<AppEnv> {
     forgetKey(key_id);
     await auditGateway(c, "api_key.rotated", audited(record));
     return c.json({ ...view(record), key }, 200);
+  });
+
+  app.openapi(updateRouteDef, async (c) => {
+    const { key_id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const changes: KeyChanges = {};
+    if (body.label !== undefined) changes.label = body.label;
+    if (body.agents !== undefined) changes.agents = configuredAgents(c, body.agents);
+    if (body.expires_at !== undefined) changes.expiresAt = body.expires_at === null ? null : futureExpiry(body.expires_at, new Date());
+    if (body.limits !== undefined) changes.limits = body.limits;
+    if (Object.keys(changes).length === 0)
+      throw new GatewayError("invalid.request", "nothing to change: send label, agents, expires_at or limits");
+    const record = await updateKey(c.env.DB, key_id, changes);
+    if (!record) throw new GatewayError("resource.not_found", `no live key ${key_id} (unknown or revoked)`);
+    forgetKey(key_id);
+    await auditGateway(c, "api_key.updated", audited(record));
+    return c.json(view(record), 200);
   });
 
   app.openapi(revokeRouteDef, async (c) => {
