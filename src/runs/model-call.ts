@@ -22,7 +22,7 @@ import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
 import { noteModelCall } from "./turn-line";
 
 /** Tokens held against the daily budgets until the call settles; null when the agent sets no budget. */
-export type BudgetHold = { day: string; reserved: number; caller: string | null } | null;
+export type BudgetHold = { day: string; reserved: number; caller: string | null; keyId?: string } | null;
 
 /** A model call's usage as the run counts it (estimated when the provider reports none). */
 export interface RoundUsage {
@@ -40,6 +40,7 @@ export interface ModelAnswer {
 /**
  * The agent's token budget, reserved before the network (estimated input + the model's output reservation).
  * Issue 20 §4: and the caller's own share of it, when the agent sets one (both reserved, or neither).
+ * Issue 25 §1: and the API key's own daily budget, when the run's key has one (all reserved, or none).
  */
 export async function reserveBudget(
   ctx: RunContext,
@@ -48,7 +49,8 @@ export async function reserveBudget(
   estimated: number,
 ): Promise<{ ok: true; hold: BudgetHold } | { ok: false; finish: Finish }> {
   const callerLimit = spec.tokensPerCallerPerDay ?? null;
-  if (spec.tokensPerDay === null && callerLimit === null) return { ok: true, hold: null };
+  const key = spec.keyBudget;
+  if (spec.tokensPerDay === null && callerLimit === null && !key) return { ok: true, hold: null };
   const caller = runCallerKey(spec, run);
   const need = estimated + spec.model.maxOutputTokens;
   const r = await reserveCallerTokens(ctx.host.env.DB, {
@@ -58,9 +60,15 @@ export async function reserveBudget(
     agentLimit: spec.tokensPerDay,
     callerLimit,
     now: new Date(),
+    ...(key ? { key } : {}),
   });
   if (r.ok) return { ok: true, hold: r };
-  const who = r.scope === "agent" ? `agent "${spec.agentId}"` : `caller "${caller}" of agent "${spec.agentId}"`;
+  const who =
+    r.scope === "agent"
+      ? `agent "${spec.agentId}"`
+      : r.scope === "key"
+        ? `key ${key?.keyId}`
+        : `caller "${caller}" of agent "${spec.agentId}"`;
   return {
     ok: false,
     finish: {

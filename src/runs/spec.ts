@@ -13,6 +13,7 @@ import { deploymentConfig, type SecretOrigins, secretOrigins } from "../security
 import type { HoneypotConfig } from "../tools/honeypot";
 import type { ToolPolicy } from "../tools/policy";
 import type { FailureLoopConfig } from "./failure-loop";
+import type { KeyBudget } from "./token-budget";
 
 export interface RunSpec {
   agentId: string;
@@ -34,6 +35,8 @@ export interface RunSpec {
   tokensPerDay: number | null;
   /** Provider tokens per UTC day for one caller of the agent (issue 20 §4); null or absent = only the agent's limit. */
   tokensPerCallerPerDay?: number | null;
+  /** Issue 25 §1: the API key record the run was submitted with, when it has a daily token budget of its own. */
+  keyBudget?: KeyBudget;
   /** Who the per-caller limits count against (src/runs/caller.ts); absent = the run's API caller, else the agent. */
   caller?: string;
   /** Pending approvals one caller may have on the agent (issue 20 §4); absent on older runs = the default, 5. */

@@ -23,6 +23,7 @@ import { formatSessionKey, type SessionKey, sessionObjectName } from "../session
 import type { SessionDO } from "../sessions/SessionDO";
 import { type Admission, backlogClock, giveSlotBack, noteAdmitted, pendingBacklog } from "./backlog";
 import { type ConfigRef, cachedRunSpec, type RunSpec } from "./spec";
+import { type KeyBudget, keyTokensUsed, utcDay } from "./token-budget";
 
 /** What a turn is submitted with: the bindings it reaches and the configuration it is accepted under. */
 export interface SubmitContext {
@@ -48,6 +49,8 @@ export interface Turn {
   callerId?: string;
   /** Who the per-caller limits count against, when not the run's API caller (src/runs/caller.ts). */
   callerKey?: string;
+  /** Issue 25 §1: the API key record's daily token budget (reserved before each model call; spent → 429 before queueing). */
+  keyBudget?: KeyBudget;
   /** Refuse with 429 before queueing when the agent, or this caller key on it, has too many approvals waiting. */
   refuseWhenBacklogged?: { callerKey: string };
   /** L5 task mode: `automation` for a scheduled job's run. */
@@ -97,6 +100,7 @@ export async function submitTurn(ctx: SubmitContext, turn: Turn): Promise<Submit
   const { env, config } = ctx;
   const agent = config.agents[turn.agentId];
   if (!agent) throw new Error(`unknown agent "${turn.agentId}"`); // each door answers an unknown agent before this
+  if (turn.keyBudget && env.DB) await refuseWhenKeyBudgetSpent(env.DB, turn.keyBudget, new Date());
   let admission: Admission | null = null;
   if (turn.refuseWhenBacklogged && env.DB) {
     const approvals = config.tools.policy.approvals;
@@ -138,7 +142,28 @@ function runSpecOf(ctx: SubmitContext, turn: Turn): RunSpec {
     ...spec,
     ...(turn.task ? { task: turn.task } : {}),
     ...(turn.callerKey !== undefined ? { caller: turn.callerKey } : {}),
+    ...(turn.keyBudget ? { keyBudget: turn.keyBudget } : {}),
   };
+}
+
+/** Seconds from `now` to the next UTC midnight, when every daily token budget starts again. */
+export function secondsToUtcMidnight(now: Date): number {
+  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+}
+
+/**
+ * Issue 25 §1: a key whose daily tokens are spent is answered 429 `over_budget` (with `Retry-After`: the seconds to
+ * UTC midnight) before anything is queued. The early answer, not the guarantee: the reservation before each model
+ * call is (src/runs/token-budget.ts). One D1 read per turn, only for keys that have a budget.
+ */
+async function refuseWhenKeyBudgetSpent(db: D1Database, key: KeyBudget, now: Date): Promise<void> {
+  const day = utcDay(now);
+  const used = await keyTokensUsed(db, key.keyId, day);
+  if (used >= key.tokensPerDay)
+    throw new GatewayError("over_budget", `key ${key.keyId} has used ${used} of its ${key.tokensPerDay} tokens for ${day} (UTC)`, {
+      retryAfterSeconds: secondsToUtcMidnight(now),
+    });
 }
 
 /**

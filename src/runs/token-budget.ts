@@ -10,6 +10,11 @@
  * Issue 20 §4: with `tokensPerCallerPerDay`, the caller's own row (src/runs/caller.ts) is reserved in the same D1
  * batch — a transaction — and the agent's row is charged only if the caller's row took this very reservation, so
  * neither row moves without the other and one caller cannot spend the agent's whole day for everyone.
+ *
+ * Issue 25 §1 (D-077): a run of an API key record with `limits.tokensPerDay` reserves the key's row too
+ * (`api_key_token_usage`, across every agent of the key), in the same batch: the key's row is the one whose
+ * conditional UPDATE checks all three limits, and the caller's and agent's rows are charged only if it took this very
+ * reservation — so two sessions (or isolates) spending one key's budget at once never overspend it.
  */
 
 export const utcDay = (now: Date): string => now.toISOString().slice(0, 10);
@@ -17,8 +22,14 @@ export const utcDay = (now: Date): string => now.toISOString().slice(0, 10);
 export type Reservation = { ok: true; reserved: number; day: string } | { ok: false; used: number; limit: number; day: string };
 
 export type CallerReservation =
-  | { ok: true; reserved: number; day: string; caller: string | null }
-  | { ok: false; scope: "agent" | "caller"; used: number; limit: number; day: string };
+  | { ok: true; reserved: number; day: string; caller: string | null; keyId?: string }
+  | { ok: false; scope: "agent" | "caller" | "key"; used: number; limit: number; day: string };
+
+/** An API key's own daily budget (issue 25 §1). */
+export interface KeyBudget {
+  keyId: string;
+  tokensPerDay: number;
+}
 
 /**
  * Reserves `tokens` against the agent's daily limit and, when `callerLimit` is set, `caller`'s own daily limit on
@@ -26,8 +37,9 @@ export type CallerReservation =
  */
 export async function reserveCallerTokens(
   db: D1Database,
-  o: { agentId: string; caller: string; tokens: number; agentLimit: number | null; callerLimit: number | null; now: Date },
+  o: { agentId: string; caller: string; tokens: number; agentLimit: number | null; callerLimit: number | null; now: Date; key?: KeyBudget },
 ): Promise<CallerReservation> {
+  if (o.key) return reserveKeyTokens(db, { ...o, key: o.key });
   if (o.callerLimit === null) {
     const r = await reserveTokens(db, o.agentId, o.tokens, o.agentLimit ?? Number.MAX_SAFE_INTEGER, o.now);
     return r.ok ? { ...r, caller: null } : { ...r, scope: "agent" };
@@ -60,14 +72,73 @@ export async function reserveCallerTokens(
   return { ok: false, scope: "caller", used: await callerTokensUsed(db, o.agentId, o.caller, day), limit: o.callerLimit, day };
 }
 
-/** Replaces a reservation by the tokens actually used, on the agent's row and (if it had one) the caller's. */
+/** The three rows (key, caller, agent) reserved together, the key's row checking every limit; reports which refused. */
+async function reserveKeyTokens(
+  db: D1Database,
+  o: { agentId: string; caller: string; tokens: number; agentLimit: number | null; callerLimit: number | null; now: Date; key: KeyBudget },
+): Promise<CallerReservation> {
+  const day = utcDay(o.now);
+  const agentLimit = o.agentLimit ?? Number.MAX_SAFE_INTEGER;
+  const callerLimit = o.callerLimit ?? Number.MAX_SAFE_INTEGER;
+  const nonce = crypto.randomUUID();
+  const results = await db.batch([
+    db.prepare("INSERT INTO agent_token_usage (agent_id, day, tokens) VALUES (?1, ?2, 0) ON CONFLICT DO NOTHING").bind(o.agentId, day),
+    db
+      .prepare("INSERT INTO caller_token_usage (agent_id, caller, day, tokens) VALUES (?1, ?2, ?3, 0) ON CONFLICT DO NOTHING")
+      .bind(o.agentId, o.caller, day),
+    db.prepare("INSERT INTO api_key_token_usage (key_id, day, tokens) VALUES (?1, ?2, 0) ON CONFLICT DO NOTHING").bind(o.key.keyId, day),
+    db
+      .prepare(
+        `UPDATE api_key_token_usage SET tokens = tokens + ?4, reservation = ?6
+         WHERE key_id = ?5 AND day = ?3 AND tokens + ?4 <= ?7
+           AND (SELECT tokens FROM caller_token_usage WHERE agent_id = ?1 AND caller = ?2 AND day = ?3) + ?4 <= ?8
+           AND (SELECT tokens FROM agent_token_usage WHERE agent_id = ?1 AND day = ?3) + ?4 <= ?9`,
+      )
+      .bind(o.agentId, o.caller, day, o.tokens, o.key.keyId, nonce, o.key.tokensPerDay, callerLimit, agentLimit),
+    db
+      .prepare(
+        `UPDATE caller_token_usage SET tokens = tokens + ?4 WHERE agent_id = ?1 AND caller = ?2 AND day = ?3
+           AND EXISTS (SELECT 1 FROM api_key_token_usage WHERE key_id = ?5 AND day = ?3 AND reservation = ?6)`,
+      )
+      .bind(o.agentId, o.caller, day, o.tokens, o.key.keyId, nonce),
+    db
+      .prepare(
+        `UPDATE agent_token_usage SET tokens = tokens + ?3 WHERE agent_id = ?1 AND day = ?2
+           AND EXISTS (SELECT 1 FROM api_key_token_usage WHERE key_id = ?4 AND day = ?2 AND reservation = ?5)`,
+      )
+      .bind(o.agentId, day, o.tokens, o.key.keyId, nonce),
+  ]);
+  if (results.slice(3).every((r) => (r?.meta.changes ?? 0) === 1))
+    return { ok: true, reserved: o.tokens, day, caller: o.caller, keyId: o.key.keyId };
+  const agentUsed = await tokensUsed(db, o.agentId, day);
+  if (agentUsed + o.tokens > agentLimit) return { ok: false, scope: "agent", used: agentUsed, limit: agentLimit, day };
+  const callerUsed = await callerTokensUsed(db, o.agentId, o.caller, day);
+  if (callerUsed + o.tokens > callerLimit) return { ok: false, scope: "caller", used: callerUsed, limit: callerLimit, day };
+  return { ok: false, scope: "key", used: await keyTokensUsed(db, o.key.keyId, day), limit: o.key.tokensPerDay, day };
+}
+
+/** Tokens the API key `keyId` has used (or reserved) on `day`, over every agent. */
+export async function keyTokensUsed(db: D1Database, keyId: string, day: string): Promise<number> {
+  const row = await db
+    .prepare("SELECT tokens FROM api_key_token_usage WHERE key_id = ?1 AND day = ?2")
+    .bind(keyId, day)
+    .first<{ tokens: number }>();
+  return row?.tokens ?? 0;
+}
+
+/** Replaces a reservation by the tokens actually used, on the agent's row and (if it had them) the caller's and the key's. */
 export async function settleCallerTokens(
   db: D1Database,
   agentId: string,
-  r: { day: string; reserved: number; caller: string | null },
+  r: { day: string; reserved: number; caller: string | null; keyId?: string },
   used: number,
 ): Promise<void> {
   await settleTokens(db, agentId, r.day, r.reserved, used);
+  if (r.keyId !== undefined)
+    await db
+      .prepare("UPDATE api_key_token_usage SET tokens = MAX(0, tokens - ?3 + ?4) WHERE key_id = ?1 AND day = ?2")
+      .bind(r.keyId, r.day, r.reserved, used)
+      .run();
   if (r.caller === null) return;
   await db
     .prepare("UPDATE caller_token_usage SET tokens = MAX(0, tokens - ?4 + ?5) WHERE agent_id = ?1 AND caller = ?2 AND day = ?3")

@@ -27,6 +27,8 @@ export const SECRET_VALUE_PATTERNS: readonly SecretPattern[] = [
   { name: "telegram_bot_token", pattern: /\b\d{6,12}:[A-Za-z0-9_-]{30,}\b/ },
   { name: "google_api_key", pattern: /\bAIza[0-9A-Za-z_-]{35}\b/ },
   { name: "stripe_key", pattern: /\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}/ },
+  // The gateway's own API keys (D-077): `sgw_<key_id>_<secret>`.
+  { name: "sophie_gateway_key", pattern: /\bsgw_[0-9a-f]{16}_[A-Za-z0-9_-]{43}/ },
   // jwt and url_password: the leading part of the match (`eyJ`, the scheme's first letter) is made of the same
   // characters as the unbounded run after it, so every word boundary inside one run ("eyJ-eyJ-…", "a.a.a.…") is a
   // start whose attempt scans to the end of that run and fails there: quadratic (hours for 1 MiB). Every start in

@@ -23,11 +23,13 @@ import type { GatewayConfig } from "../config/schema";
 import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
 import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
+import { keyStillValid } from "../keys/lookup";
 import type { Admission } from "../runs/backlog";
 import { requestCallerKey } from "../runs/caller";
 import { eventForApiCaller, TERMINAL } from "../runs/events";
 import { getRun, isTerminal, listEvents, type RunRow } from "../runs/store";
 import { runViewEnded, type SubmitContext, submitTurn } from "../runs/submit";
+import type { KeyBudget } from "../runs/token-budget";
 import type { SessionContext } from "./context";
 import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
 import { runRecordOf } from "./run-queries";
@@ -53,6 +55,8 @@ export interface SocketGrant {
   /** The caller's open-stream slot (src/http/middleware/open-streams.ts) and the object that counts it. */
   leaseId: string;
   leaseObject: string;
+  /** Issue 25 §1: the API key record the socket was opened with (its id, secret fingerprint and daily budget). */
+  key?: { keyId: string; secretTag: string; keyBudget?: KeyBudget };
 }
 
 /** A run the socket follows: its id, the client message id that queued it, the last seq sent, its text stream if asked. */
@@ -141,6 +145,8 @@ export class SessionSockets {
     if (!att) throw new GatewayError("internal.error", "this socket has no grant; reconnect");
     const config = await configForTurn(this.#cx.env);
     if (!Object.hasOwn(config.agents, att.agentId)) throw new GatewayError("resource.not_found", `unknown agent "${att.agentId}"`);
+    if (att.key && !(await keyStillValid(this.#cx.env.DB, att.key)))
+      throw new GatewayError("auth.unauthorized", "the API key this socket was opened with was revoked, rotated or has expired");
     await this.#renewLease(att, config.limits.maxOpenStreamsPerCaller);
     const key = ownKey(att);
     const identity = { sessionKey: att.sessionKey, agentId: att.agentId };
@@ -158,6 +164,7 @@ export class SessionSockets {
       channel: "http",
       callerId: att.callerId,
       refuseWhenBacklogged: { callerKey: requestCallerKey(att.callerId, att.agentId) },
+      ...(att.key?.keyBudget ? { keyBudget: att.key.keyBudget } : {}),
       // Scoped to this conversation's object, like an Idempotency-Key's dispatch key, under a prefix of its own.
       dispatchKey: `ws:${frame.id}`,
     });

@@ -508,6 +508,7 @@ describe("ISSUE23 one paging module (src/http/admin/paging.ts) serves every list
       "/api/admin/env-requests",
       "/api/admin/jobs",
       "/api/admin/jobs/{job_id}/firings",
+      "/api/admin/keys",
       "/api/admin/runs",
     ]);
     const foreign = encodeCursor("another-list", [at(1), "x"]);
@@ -525,6 +526,7 @@ describe("Lists in the OpenAPI document", () => {
     { path: "/api/admin/chat/sessions/{session_id}/messages", key: "messages", max: 200, filters: [] },
     { path: "/api/admin/jobs", key: "jobs", max: 500, filters: ["agent_id"] },
     { path: "/api/admin/jobs/{job_id}/firings", key: "firings", max: 200, filters: [] },
+    { path: "/api/admin/keys", key: "keys", max: 200, filters: [] },
   ];
 
   it("every list's operation documents limit, cursor, its filters, its items and next_cursor, and a 400", async () => {

@@ -14,6 +14,7 @@ import { adminChannelSenderRoutes } from "./channel-senders";
 import { adminConfigRoutes } from "./config";
 import { adminEnvRequestRoutes } from "./env-requests";
 import { adminJobRoutes } from "./jobs";
+import { adminKeyRoutes } from "./keys";
 import { adminRunRoutes } from "./runs";
 import { adminSandboxBootstrapRoutes } from "./sandbox-bootstrap";
 import { adminSandboxTokenRoutes } from "./sandbox-tokens";
@@ -41,5 +42,6 @@ export function adminRoutes(): OpenAPIHono<AppEnv> {
   admin.route("/", adminSystemPromptRoutes());
   admin.route("/", adminSandboxTokenRoutes());
   admin.route("/", adminChannelSenderRoutes());
+  admin.route("/", adminKeyRoutes());
   return admin;
 }

@@ -2,7 +2,9 @@
  * Bearer-token authentication with scopes (DESIGN §2 "Auth").
  *
  * - `admin`: the single `GATEWAY_ADMIN_TOKEN`.
- * - `api`: `GATEWAY_API_TOKENS`, a comma-separated list of `callerId:token`.
+ * - `api`: `GATEWAY_API_TOKENS`, a comma-separated list of `callerId:token` (callers with every agent), and the API key
+ *   records of D1, `sgw_<key_id>_<secret>` (issue 25 §1, D-077: src/keys/lookup.ts), each acting as its caller with
+ *   the agents and limits of its record (src/http/middleware/api-keys.ts).
  * - `sandbox`: tokens minted per session (src/security/sandbox-token.ts), accepted only on that session's
  *   tool-callback routes (src/http/webhooks/tool-callbacks.ts), where every other caller is 403.
  *
@@ -15,12 +17,17 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { GatewayError } from "../../errors";
+import { type KeyGrant, lookupKey } from "../../keys/lookup";
 import type { Logger } from "../../observability/logger";
+import { admitKeyRequest } from "./api-keys";
 
 export type Scope = "admin" | "api";
 
 /** Who made the request, once authenticated (`sandbox`: a sandbox token on a tool-callback route, S5 §6.3). */
-export type Principal = { scope: "admin" } | { scope: "api"; callerId: string } | { scope: "sandbox"; sessionId: string; tokenId: string };
+export type Principal =
+  | { scope: "admin" }
+  | { scope: "api"; callerId: string; key?: KeyGrant }
+  | { scope: "sandbox"; sessionId: string; tokenId: string };
 
 /** Configured tokens shorter than this are refused (and logged once): they are guessable. */
 export const MIN_TOKEN_LENGTH = 16;
@@ -99,6 +106,10 @@ function tokenTable(env: AuthEnv, logger: Logger): Promise<TokenTable> {
 export interface AuthEnv {
   GATEWAY_ADMIN_TOKEN?: string;
   GATEWAY_API_TOKENS?: string;
+  /** Where API key records live (absent: only the env tokens are known). */
+  DB?: D1Database;
+  /** The request ceiling of API key records (Cloudflare Rate Limiting; absent: only their exact D1 limits). */
+  API_KEY_RATE_LIMITER?: RateLimit;
 }
 
 function unauthorized(message: string, invalidToken = false): GatewayError {
@@ -116,6 +127,27 @@ export async function identify(token: string, table: TokenTable): Promise<Princi
     if (crypto.subtle.timingSafeEqual(entry.digest, presented) && !found) found = { scope: "api", callerId: entry.callerId };
   }
   return found;
+}
+
+/** The api principal of an `sgw_` key record, or undefined (not a key, or refused: the reason is logged, not told). */
+async function keyPrincipal(env: AuthEnv, token: string, logger: Logger | undefined): Promise<Principal | undefined> {
+  if (!env.DB) return undefined;
+  let found: Awaited<ReturnType<typeof lookupKey>>;
+  try {
+    found = await lookupKey(env.DB, token);
+  } catch (err) {
+    // D1 unreachable: the key cannot be checked, so it is not accepted — a retryable 503, not a 500.
+    throw new GatewayError("internal.error", "API keys cannot be checked right now; retry shortly", {
+      status: 503,
+      internal: err instanceof Error ? err.message : String(err),
+    });
+  }
+  if (!found) return undefined;
+  if (!found.ok) {
+    logger?.log("info", "auth.key_refused", { key_id: token.slice(4, 20), reason: found.reason });
+    return undefined;
+  }
+  return { scope: "api", callerId: found.grant.callerId, key: found.grant };
 }
 
 /** Extracts the token from `Authorization: Bearer <token>`, or explains why it cannot. */
@@ -143,9 +175,11 @@ export function requireScope(scope: Scope): MiddlewareHandler<{ Bindings: AuthEn
   return async function requireScope(c, next) {
     rejectQueryCredentials(c.req.url);
     const token = parseAuthorization(c.req.header("Authorization"));
-    const principal = await identify(token, await tokenTable(c.env ?? {}, c.get("logger")));
+    const env = c.env ?? {};
+    const principal = (await identify(token, await tokenTable(env, c.get("logger")))) ?? (await keyPrincipal(env, token, c.get("logger")));
     if (!principal) throw unauthorized("invalid bearer token", true);
     if (principal.scope !== scope) throw new GatewayError("auth.forbidden", `this route needs a token with the "${scope}" scope`);
+    if (principal.scope === "api" && principal.key) await admitKeyRequest(c, principal.key);
     c.set("principal", principal);
     await next();
   };

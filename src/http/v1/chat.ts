@@ -12,6 +12,7 @@ import { RunNotifyRequest, runNotifySpec } from "../../runs/notify-request";
 import { submitTurn } from "../../runs/submit";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../../sessions/keys";
 import type { SessionIdentity } from "../../sessions/SessionDO";
+import { keyTurnFields, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
@@ -52,7 +53,15 @@ const postMessage = createRoute({
     202: { description: "Message stored, run queued", content: { "application/json": { schema: Queued } } },
     400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
     401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
+    403: {
+      description: "Not an API token, or a key that may not use this agent",
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
     404: { description: "Unknown agent or session", content: { "application/json": { schema: ErrorEnvelope } } },
+    429: {
+      description: "The key's requests per minute or tokens per day are spent (`Retry-After`), or too many approvals are pending",
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
     ...idempotencyErrors,
   },
 });
@@ -68,6 +77,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     const principal = c.get("principal");
     // requireScope("api") let only API callers in; the caller id is part of the key (issue 20 §1).
     if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
+    requireAgent(principal, body.agent_id); // issue 25 §1: a key record names the agents it may use
     const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     const key = httpChatSessionKey(body.agent_id, principal.callerId, body.room_id, body.user_id);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
@@ -106,6 +116,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
       channel: "http",
       callerId: principal.callerId,
       refuseWhenBacklogged: { callerKey: requestCallerKey(principal.callerId, body.agent_id) },
+      ...keyTurnFields(principal),
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
       ...(notify ? { notify } : {}),
     });

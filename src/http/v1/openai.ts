@@ -22,8 +22,9 @@ import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErr
 import { apiCallerKey } from "../../runs/caller";
 import { releaseReader } from "../../runs/release-stream";
 import { followRelease, streamTail } from "../../runs/stream-release";
-import { runEnded, submitTurn } from "../../runs/submit";
+import { runEnded, secondsToUtcMidnight, submitTurn } from "../../runs/submit";
 import type { SessionDO } from "../../sessions/SessionDO";
+import { keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
@@ -37,11 +38,15 @@ export const HEARTBEAT_MS = 15_000;
 const openAiErrors = {
   400: { description: "Invalid request", content: { "application/json": { schema: OpenAIErrorSchema } } },
   401: { description: "Missing or invalid token", content: { "application/json": { schema: OpenAIErrorSchema } } },
-  403: { description: "Not an API token", content: { "application/json": { schema: OpenAIErrorSchema } } },
+  403: {
+    description: "Not an API token, or a key that may not use this agent",
+    content: { "application/json": { schema: OpenAIErrorSchema } },
+  },
   404: { description: "No such model (agent)", content: { "application/json": { schema: OpenAIErrorSchema } } },
   429: {
     description:
-      "Too many approvals pending, the agent's token budget is spent, or (`stream: true`) the caller has its limit of open event streams",
+      "Too many approvals pending, the agent's (or the key's) token budget is spent, the key's requests per minute are spent " +
+      "(`Retry-After`), or (`stream: true`) the caller has its limit of open event streams",
     content: { "application/json": { schema: OpenAIErrorSchema } },
   },
   502: { description: "The model provider failed", content: { "application/json": { schema: OpenAIErrorSchema } } },
@@ -81,11 +86,15 @@ const getModels = createRoute({
   middleware: [requireScope("api")] as const,
   responses: {
     200: {
-      description: "`agent:<agent_id>` for every agent, then the configured aliases",
+      description: "`agent:<agent_id>` for every agent the token may use, then the configured aliases of those agents",
       content: { "application/json": { schema: ModelList } },
     },
     401: openAiErrors[401],
     403: openAiErrors[403],
+    429: {
+      description: "The API key's requests per minute are spent (`Retry-After`)",
+      content: { "application/json": { schema: OpenAIErrorSchema } },
+    },
   },
 });
 
@@ -105,7 +114,9 @@ function outcomeOf(done: Done | null, runId: string, waitSeconds: number): Outco
     // The run's own failure code (the same as in its run.failed event), with that code's status.
     const code = done.error?.code;
     const known: ErrorCode = code !== undefined && Object.hasOwn(ERROR_CODES, code) ? (code as ErrorCode) : "internal.error";
-    return { error: new GatewayError(known, `run ${runId} failed: ${done.error?.message ?? done.view.output}`) };
+    // A spent daily token budget comes back at UTC midnight: say when (issue 25 §1).
+    const retry = known === "over_budget" ? { retryAfterSeconds: secondsToUtcMidnight(new Date()) } : {};
+    return { error: new GatewayError(known, `run ${runId} failed: ${done.error?.message ?? done.view.output}`, retry) };
   }
   if (done.paused) {
     const waiting = done.pendingApprovals.map((a) => `${a.tool} (approval ${a.approval_id})`).join(", ") || "a tool call";
@@ -126,6 +137,7 @@ function outcomeOf(done: Done | null, runId: string, waitSeconds: number): Outco
 async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number) {
   const principal = c.get("principal");
   const callerId = principal?.scope === "api" ? principal.callerId : "admin";
+  requireAgent(principal, turn.agentId); // issue 25 §1: a key record names the agents it may use
   // Under an Idempotency-Key, a re-attempt reaches the same session (the nonce is the key's attempt token) and the
   // same run (its dispatch key), so the turn is not taken twice.
   const idempotency = c.get("idempotency");
@@ -140,6 +152,7 @@ async function queueTurn(c: Context<AppEnv>, turn: ChatTurn, firstWaitMs: number
     channel: "openai",
     callerId,
     refuseWhenBacklogged: { callerKey: apiCallerKey(callerId) },
+    ...keyTurnFields(principal),
     ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
     wait: { ms: firstWaitMs, untilPaused: true },
   });
@@ -173,7 +186,10 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
   // Requests reference it for each message (only this turn's are validated with it: src/openai/request.ts).
   app.openAPIRegistry.register("OpenAIChatMessage", ChatMessage);
 
-  app.openapi(getModels, (c) => c.json(modelList(modelNames(c.get("config")).map((m) => m.id)), 200));
+  app.openapi(getModels, (c) => {
+    const names = modelNames(c.get("config")).filter((m) => mayUseAgent(c.get("principal"), m.agentId));
+    return c.json(modelList(names.map((m) => m.id)), 200);
+  });
 
   app.openapi(postCompletion, async (c) => {
     const config = c.get("config");

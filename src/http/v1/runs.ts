@@ -21,6 +21,7 @@ import { submitTurn } from "../../runs/submit";
 import { AGENT_ID } from "../../sessions/keys";
 import type { AwaitedRun } from "../../sessions/run-queries";
 import type { SessionDO } from "../../sessions/SessionDO";
+import { keyTurnFields, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
@@ -62,7 +63,11 @@ const postRun = createRoute({
     202: { description: "Run queued", content: { "application/json": { schema: Queued } } },
     400: { description: "Invalid request", content: { "application/json": { schema: ErrorEnvelope } } },
     403: {
-      description: 'session_type "setup" from a caller not listed in setup.allowedCallers',
+      description: 'session_type "setup" from a caller not listed in setup.allowedCallers, or a key that may not use this agent',
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
+    429: {
+      description: "The key's requests per minute or tokens per day are spent (`Retry-After`), or too many approvals are pending",
       content: { "application/json": { schema: ErrorEnvelope } },
     },
     ...idempotencyErrors,
@@ -70,13 +75,21 @@ const postRun = createRoute({
   },
 });
 
+/** Issue 25 §1: any /v1 request of an API key record counts toward its `limits.requestsPerMinute`. */
+const keyRateLimited = {
+  429: {
+    description: "The API key's requests per minute are spent (`Retry-After`)",
+    content: { "application/json": { schema: ErrorEnvelope } },
+  },
+} as const;
+
 const getRunRoute = createRoute({
   method: "get",
   path: "/runs/{run_id}",
   summary: "A run: status, output, tool executions",
   middleware: [requireScope("api")] as const,
   request: { params: RunIdParam },
-  responses: { 200: { description: "The run", content: { "application/json": { schema: RunSchema } } }, ...runErrors },
+  responses: { 200: { description: "The run", content: { "application/json": { schema: RunSchema } } }, ...runErrors, ...keyRateLimited },
 });
 
 const cancelRoute = createRoute({
@@ -92,6 +105,7 @@ const cancelRoute = createRoute({
     },
     409: { description: "The run has already ended", content: { "application/json": { schema: ErrorEnvelope } } },
     ...runErrors,
+    ...keyRateLimited,
   },
 });
 
@@ -121,7 +135,8 @@ const eventsRoute = createRoute({
     200: { description: "An event stream", content: { "text/event-stream": { schema: z.string() } } },
     ...runErrors,
     429: {
-      description: "The caller already has `limits.maxOpenStreamsPerCaller` event streams open",
+      description:
+        "The caller already has `limits.maxOpenStreamsPerCaller` event streams open, or its API key's requests per minute are spent",
       content: { "application/json": { schema: ErrorEnvelope } },
     },
   },
@@ -249,6 +264,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const config = c.get("config");
     if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
     const callerId = callerOf(c) as string;
+    requireAgent(c.get("principal"), body.agent_id); // issue 25 §1: a key record names the agents it may use
     if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
     const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
@@ -266,6 +282,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
       channel: "http",
       callerId,
       refuseWhenBacklogged: { callerKey: apiCallerKey(callerId) },
+      ...keyTurnFields(c.get("principal")),
       ...(idempotency ? { dispatchKey: idempotency.dispatchKey } : {}),
       ...(notify ? { notify } : {}),
       // The caller would rather wait: answer with the finished run if it ends in time (200), else as usual (202).

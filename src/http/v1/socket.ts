@@ -16,6 +16,7 @@ import { GatewayError } from "../../errors";
 import { AGENT_ID, httpChatSessionKey, KEY_PART, sessionObjectName } from "../../sessions/keys";
 import { SOCKET_PROTOCOL, SocketMessageFrame } from "../../sessions/socket-frames";
 import { SOCKET_GRANT_HEADER, type SocketGrant } from "../../sessions/websocket";
+import { keyTurnFields, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { idempotencyObjectName } from "../middleware/idempotency-key";
 import { openStreamLease } from "../middleware/open-streams";
@@ -57,11 +58,15 @@ const socketRoute = createRoute({
       content: { "application/json": { schema: ErrorEnvelope } },
     },
     401: { description: "Missing or invalid token", content: { "application/json": { schema: ErrorEnvelope } } },
-    403: { description: "Not an api token", content: { "application/json": { schema: ErrorEnvelope } } },
+    403: {
+      description: "Not an api token, or a key that may not use this agent",
+      content: { "application/json": { schema: ErrorEnvelope } },
+    },
     404: { description: "Unknown agent", content: { "application/json": { schema: ErrorEnvelope } } },
     426: { description: "Not a WebSocket upgrade", content: { "application/json": { schema: ErrorEnvelope } } },
     429: {
-      description: "The caller already has `limits.maxOpenStreamsPerCaller` event streams open",
+      description:
+        "The caller already has `limits.maxOpenStreamsPerCaller` event streams open, or its API key's requests per minute are spent",
       content: { "application/json": { schema: ErrorEnvelope } },
     },
   },
@@ -77,6 +82,7 @@ export function socketRoutes(): OpenAPIHono<AppEnv> {
     if (!Object.hasOwn(c.get("config").agents, q.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${q.agent_id}"`);
     const principal = c.get("principal");
     if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
+    requireAgent(principal, q.agent_id); // issue 25 §1: a key record names the agents it may use
     const key = httpChatSessionKey(q.agent_id, principal.callerId, q.room_id, q.user_id);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     if (c.req.header("Upgrade")?.toLowerCase() !== "websocket")
@@ -94,6 +100,8 @@ export function socketRoutes(): OpenAPIHono<AppEnv> {
         sessionKey: sessionObjectName(key.key),
         leaseId: lease.id,
         leaseObject: idempotencyObjectName(principal.callerId),
+        // A key record's socket re-checks the key before each turn (revoked, rotated, expired: refused) and spends its budget.
+        ...(principal.key ? { key: { keyId: principal.key.keyId, secretTag: principal.key.secretTag, ...keyTurnFields(principal) } } : {}),
       };
       const res = await c.env.SESSIONS.getByName(sessionObjectName(key.key)).fetch("https://session.internal/socket", {
         headers: { Upgrade: "websocket", [SOCKET_GRANT_HEADER]: JSON.stringify(grant) },

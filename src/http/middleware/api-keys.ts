@@ -1,0 +1,72 @@
+/**
+ * What an API key record (issue 25 §1, D-077) adds to an api request once its key is accepted
+ * (src/http/middleware/auth.ts):
+ *  - requests per minute: Cloudflare's Rate Limiting binding `API_KEY_RATE_LIMITER`, where bound, sheds a flood at
+ *    its fixed ceiling (one limit per binding, counted per location, eventually consistent) before anything else; the
+ *    key's own `limits.requestsPerMinute` is then exact, one atomic D1 upsert per request (src/keys/store.ts):
+ *    429 `rate.limited` with `Retry-After` (the seconds left in the minute);
+ *  - the agents it may use: `requireAgent` answers 403 `auth.forbidden` for any other (`agentsOf` filters lists);
+ *  - `last_used_at`: stamped at most once a minute per key, after the response (`waitUntil`).
+ * Keys from GATEWAY_API_TOKENS carry no record: every agent, no per-key limit.
+ */
+import type { Context } from "hono";
+import { GatewayError } from "../../errors";
+import type { KeyGrant } from "../../keys/lookup";
+import { admitKeyRequest as countRequest, touchKey } from "../../keys/store";
+import type { KeyBudget } from "../../runs/token-budget";
+import type { AuthEnv, Principal } from "./auth";
+
+/** How often `last_used_at` is written per key, at most. */
+export const LAST_USED_INTERVAL_MS = 60_000;
+
+const touched = new Map<string, number>();
+
+/** Admits one request of `grant`'s key under its rate limits (429 otherwise) and stamps its use. */
+export async function admitKeyRequest(c: Context<{ Bindings: AuthEnv }>, grant: KeyGrant): Promise<void> {
+  const env = c.env ?? {};
+  const now = Date.now();
+  const retryAfterSeconds = 60 - Math.floor((now % 60_000) / 1000);
+  if (env.API_KEY_RATE_LIMITER && !(await env.API_KEY_RATE_LIMITER.limit({ key: grant.keyId })).success)
+    throw new GatewayError("rate.limited", `key ${grant.keyId} is over the gateway's request ceiling; retry in ${retryAfterSeconds} s`, {
+      retryAfterSeconds,
+    });
+  const limit = grant.limits.requestsPerMinute;
+  if (limit !== undefined && env.DB && !(await countRequest(env.DB, grant.keyId, limit, now)))
+    throw new GatewayError(
+      "rate.limited",
+      `key ${grant.keyId} is limited to ${limit} requests per minute; retry in ${retryAfterSeconds} s`,
+      { retryAfterSeconds },
+    );
+  if (env.DB) stampLastUsed(c, env.DB, grant.keyId, now);
+}
+
+/** `last_used_at`, at most once a minute per key per isolate (and across isolates: the statement checks too), off the response path. */
+function stampLastUsed(c: Context, db: D1Database, keyId: string, now: number): void {
+  const last = touched.get(keyId);
+  if (last !== undefined && now - last < LAST_USED_INTERVAL_MS) return;
+  touched.set(keyId, now);
+  const write = touchKey(db, keyId, new Date(now), LAST_USED_INTERVAL_MS).catch(() => touched.delete(keyId));
+  try {
+    c.executionCtx.waitUntil(write);
+  } catch {
+    // No execution context (the app called directly): the write goes on by itself.
+  }
+}
+
+/** 403 unless the principal may use `agentId` (an env token, or a key listing it or every agent). */
+export function requireAgent(principal: Principal | undefined, agentId: string): void {
+  if (principal?.scope !== "api" || !principal.key || principal.key.agents === null) return;
+  if (!principal.key.agents.includes(agentId))
+    throw new GatewayError("auth.forbidden", `key ${principal.key.keyId} may not use agent "${agentId}"`);
+}
+
+/** Whether the principal may use `agentId` (for lists such as `GET /v1/models`). */
+export function mayUseAgent(principal: Principal | undefined, agentId: string): boolean {
+  return principal?.scope !== "api" || !principal.key || principal.key.agents === null || principal.key.agents.includes(agentId);
+}
+
+/** What a door adds to the turn it submits for this principal: the key's daily token budget, when it has one. */
+export function keyTurnFields(principal: Principal | undefined): { keyBudget?: KeyBudget } {
+  if (principal?.scope !== "api" || principal.key?.limits.tokensPerDay === undefined) return {};
+  return { keyBudget: { keyId: principal.key.keyId, tokensPerDay: principal.key.limits.tokensPerDay } };
+}
