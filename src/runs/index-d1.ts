@@ -142,11 +142,11 @@ const LISTED = `run_id, agent_id, session_key, session_id, caller_id, source, st
   message_preview, output_preview, duration_ms, rounds, tool_calls`;
 
 /**
- * Runs matching the filters, newest first: (created_at, run_id) descending, a stable and unique order. Only the
- * filters given are in the statement, so SQLite can read an index range (runs_by_agent, runs_by_status,
- * runs_by_caller or runs_by_created, each ordered by created_at) rather than test every row.
+ * The statement of a page of runs: only the filters given are in it, so SQLite can read an index range
+ * (runs_by_agent, runs_by_status, runs_by_caller or runs_by_created, each ordered by created_at) rather than test
+ * every row — `(?1 IS NULL OR agent_id = ?1)` would keep it from using any of them.
  */
-export async function listRuns(db: D1Database, f: RunFilters): Promise<ListedRun[]> {
+export function runListQuery(f: RunFilters): { sql: string; binds: (string | number)[] } {
   const where: string[] = [];
   const binds: (string | number)[] = [];
   const add = (clause: string, ...values: string[]) => {
@@ -159,11 +159,15 @@ export async function listRuns(db: D1Database, f: RunFilters): Promise<ListedRun
   if (f.to !== undefined) add("created_at < ?", f.to);
   if (f.after) add("(created_at, run_id) < (?, ?)", f.after[0], f.after[1]);
   binds.push(f.limit);
+  const filter = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+  return { sql: `SELECT ${LISTED} FROM runs ${filter} ORDER BY created_at DESC, run_id DESC LIMIT ?${binds.length}`, binds };
+}
+
+/** Runs matching the filters, newest first: (created_at, run_id) descending, a stable and unique order. */
+export async function listRuns(db: D1Database, f: RunFilters): Promise<ListedRun[]> {
+  const { sql, binds } = runListQuery(f);
   const rows = await db
-    .prepare(
-      `SELECT ${LISTED} FROM runs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-       ORDER BY created_at DESC, run_id DESC LIMIT ?${binds.length}`,
-    )
+    .prepare(sql)
     .bind(...binds)
     .all<ListedRun>();
   return rows.results;

@@ -7,7 +7,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { indexRun, PREVIEW_CHARS, preview } from "../../src/runs/index-d1";
+import { indexRun, PREVIEW_CHARS, preview, type RunFilters, runListQuery } from "../../src/runs/index-d1";
 import { indexBacklog } from "../../src/sessions/index-outbox-store";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { ADMIN, type App, appFor, call, registerTestTools, until, waitForRun } from "../support/runs";
@@ -133,6 +133,37 @@ describe("ISSUE25-3 runs list: previews, duration, rounds and tool calls in the 
       rounds: null,
       tool_calls: null,
     });
+  });
+
+  it("ISSUE25-3 a run waiting for approval is listed with its message and no answer or duration yet; once approved and done, the same row carries them", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [
+      { tool_calls: [{ id: "s1", name: "test__send", arguments: JSON.stringify({ to: "ops@example.com", text: "deploy finished" }) }] },
+      { content: "sent it" },
+    ]);
+    const agentId = `runs-${suffix()}`;
+    const app = appFor(runConfig(host, { agentId }));
+    const queued = await call(app, "POST", "/v1/runs", { agent_id: agentId, message: "tell ops" });
+    const [waiting] = await listedWhen(app, `agent_id=${agentId}`, (r) => r[0]?.status === "awaiting_approval");
+    expect(waiting).toMatchObject({
+      run_id: queued.body.id,
+      message_preview: "tell ops",
+      output_preview: null,
+      duration_ms: null,
+      rounds: 1,
+      tool_calls: 1,
+    });
+    const approvals = await get(app, `/api/admin/approvals?status=pending&agent_id=${agentId}`);
+    const [approval] = approvals.body.approvals;
+    expect(approval.run_id).toBe(queued.body.id);
+    const decided = await call(app, "POST", `/api/admin/approvals/${approval.approval_id}`, { decision: "approve" }, ADMIN);
+    expect(decided.status, decided.text).toBe(200);
+    const run = await waitForRun(app, queued.body.id);
+    expect(run.status).toBe("completed");
+    const [done] = await listedWhen(app, `agent_id=${agentId}`, (r) => r[0]?.status === "completed");
+    expect(done).toMatchObject({ message_preview: "tell ops", output_preview: "sent it", rounds: 1, tool_calls: 1 });
+    expect(done.duration_ms).toBe(run.duration_ms);
+    expect(await get(app, `/api/admin/runs?agent_id=${agentId}&status=awaiting_approval`)).toMatchObject({ body: { runs: [] } });
   });
 
   it("ISSUE25-3 a secret in the message never reaches D1: the preview carries the transcript's redaction", async () => {
@@ -268,19 +299,26 @@ describe("ISSUE25-3 GET /api/admin/runs?from=&to=: created_at in [from, to)", ()
     await refused(`from=${at(4)}&to=${at(3)}`, `from (${at(4)}) must be before to (${at(3)})`);
   });
 
-  it("ISSUE25-3 the time filter reads an index range: SQLite's plan for each filter names an index, never a scan of runs", async () => {
-    const plans: Record<string, string> = {};
-    const queries: Record<string, string> = {
-      range: "SELECT run_id FROM runs WHERE created_at >= ?1 AND created_at < ?2 ORDER BY created_at DESC, run_id DESC LIMIT 51",
-      agent: "SELECT run_id FROM runs WHERE agent_id = ?1 AND created_at >= ?2 ORDER BY created_at DESC, run_id DESC LIMIT 51",
-      caller: "SELECT run_id FROM runs WHERE caller_id = ?1 AND created_at < ?2 ORDER BY created_at DESC, run_id DESC LIMIT 51",
+  it("ISSUE25-3 each filter reads an index range: SQLite's plan for the list's own statement names an index, never a scan of runs", async () => {
+    const plan = async (f: Omit<RunFilters, "limit">) => {
+      const { sql, binds } = runListQuery({ ...f, limit: 51 });
+      const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .bind(...binds)
+        .all<{ detail: string }>();
+      return rows.results.map((r) => r.detail).join("; ");
     };
-    for (const [name, q] of Object.entries(queries)) {
-      const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${q}`).bind("a", "b").all<{ detail: string }>();
-      plans[name] = rows.results.map((r) => r.detail).join("; ");
-    }
+    const range = { from: at(1), to: at(2) };
+    const plans = {
+      range: await plan(range),
+      agent: await plan({ agentId: "a", ...range }),
+      status: await plan({ status: "failed", from: at(1) }),
+      caller: await plan({ callerId: "alice", to: at(2) }),
+      paged: await plan({ ...range, after: [at(1), "run_x"] }),
+    };
     expect(plans.range).toMatch(/USING (COVERING )?INDEX runs_by_created/);
+    expect(plans.paged).toMatch(/USING (COVERING )?INDEX runs_by_created/);
     expect(plans.agent).toMatch(/USING (COVERING )?INDEX runs_by_agent/);
+    expect(plans.status).toMatch(/USING (COVERING )?INDEX runs_by_status/);
     expect(plans.caller).toMatch(/USING (COVERING )?INDEX runs_by_caller/);
     for (const p of Object.values(plans)) expect(p).not.toMatch(/SCAN runs(?! USING)/);
   });
