@@ -46,6 +46,17 @@ export function queueIndexRow(sql: Sql, kind: IndexKind, key: string): void {
   sql.run`INSERT OR REPLACE INTO index_outbox (kind, key) VALUES (${kind}, ${key})`;
 }
 
+/**
+ * Re-queues the index row of the run whose user message is transcript row `seq`, if that run has been listed (it
+ * paused or ended): its message preview (D-079) is cut from that row, which a secret split over messages has just
+ * had rewritten. A queued or running run is listed when it stops, from the row as it is then.
+ */
+export function queueRunOfMessage(sql: Sql, seq: number): void {
+  sql.run`INSERT OR REPLACE INTO index_outbox (kind, key)
+    SELECT 'run', r.id FROM transcript t JOIN runs r ON r.id = t.run_id
+     WHERE t.seq = ${seq} AND t.role = 'user' AND r.message_seq = t.seq AND r.status NOT IN ('queued', 'running')`;
+}
+
 /** The oldest queued rows after id `after`, at most `limit`. */
 export function queuedIndexRows(sql: Sql, limit: number, after = 0): IndexOutboxRow[] {
   return sql.all<IndexOutboxRow & Record<string, SqlStorageValue>>`

@@ -183,6 +183,31 @@ describe("ISSUE25-3 runs list: previews, duration, rounds and tool calls in the 
     expect(row).not.toContain(literal);
   });
 
+  it("ISSUE25-3 a secret split over two messages: the first run's listed preview is redacted again once the second completes it", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "one" }, { content: "two" }]);
+    const agentId = `runs-${suffix()}`;
+    const app = appFor(runConfig(host, { agentId }));
+    const chat = chatSession(agentId, app);
+    const first = await chat.send("my key is sk-abcdefghij");
+    await waitForRun(app, first.body.id);
+    // Alone, the first half is no credential: it is listed as it was stored.
+    await listedWhen(app, `agent_id=${agentId}`, (r) => r[0]?.message_preview === "my key is sk-abcdefghij");
+    const second = await chat.send("klmnopqrstuvwxyz123456 thanks");
+    await waitForRun(app, second.body.id);
+    const runs = await listedWhen(app, `agent_id=${agentId}`, (r) => r.length === 2 && r.every((x) => x.status === "completed"));
+    await until(async () => (await d1Row(first.body.id))?.message_preview === "my key is [REDACTED:split_secret]");
+    const previews = Object.fromEntries(
+      (await listedWhen(app, `agent_id=${agentId}`, (r) => r.length === 2)).map((r) => [r.run_id, r.message_preview]),
+    );
+    expect(previews).toEqual({
+      [first.body.id]: "my key is [REDACTED:split_secret]",
+      [second.body.id]: "[REDACTED:split_secret] thanks",
+    });
+    expect(runs).toHaveLength(2);
+    for (const id of [first.body.id, second.body.id]) expect(JSON.stringify(await d1Row(id))).not.toContain("sk-abcdefghij");
+  });
+
   it("ISSUE25-3 a cut never splits a redaction placeholder or a surrogate pair", () => {
     const pad = "x".repeat(PREVIEW_CHARS - 6);
     expect(preview(`${pad} [REDACTED:openai_style_key] tail`)).toBe(`${pad}…`);
