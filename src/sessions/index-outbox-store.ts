@@ -46,6 +46,17 @@ export function queueIndexRow(sql: Sql, kind: IndexKind, key: string): void {
   sql.run`INSERT OR REPLACE INTO index_outbox (kind, key) VALUES (${kind}, ${key})`;
 }
 
+/**
+ * Re-queues the index row of the run whose user message is transcript row `seq`, if that run has been listed (it
+ * paused or ended): its message preview (D-079) is cut from that row, which a secret split over messages has just
+ * had rewritten. A queued or running run is listed when it stops, from the row as it is then.
+ */
+export function queueRunOfMessage(sql: Sql, seq: number): void {
+  sql.run`INSERT OR REPLACE INTO index_outbox (kind, key)
+    SELECT 'run', r.id FROM transcript t JOIN runs r ON r.id = t.run_id
+     WHERE t.seq = ${seq} AND t.role = 'user' AND r.message_seq = t.seq AND r.status NOT IN ('queued', 'running')`;
+}
+
 /** The oldest queued rows after id `after`, at most `limit`. */
 export function queuedIndexRows(sql: Sql, limit: number, after = 0): IndexOutboxRow[] {
   return sql.all<IndexOutboxRow & Record<string, SqlStorageValue>>`
@@ -67,7 +78,13 @@ export function deleteQueuedStream(sql: Sql, day: string): void {
   sql.run`DELETE FROM index_outbox WHERE kind = 'audit_stream' AND key = ${day}`;
 }
 
-/** The run fields a D1 run index row carries, or undefined when the run is gone. */
+/** How much of the message and the output a run's index row reads (its previews are cut from these, D-079). */
+export const PREVIEW_SOURCE_CHARS = 400;
+
+/**
+ * The run fields a D1 run index row carries, or undefined when the run is gone: with the heads of its user message
+ * (the transcript's row, redacted when it was stored) and of its output, for the previews (D-079).
+ */
 export function runIndexSource(sql: Sql, runId: string) {
   return sql.one<{
     agent_id: string;
@@ -77,7 +94,16 @@ export function runIndexSource(sql: Sql, runId: string) {
     status: string;
     created_at: string;
     updated_at: string;
-  }>`SELECT agent_id, session_id, caller_id, source, status, created_at, updated_at FROM runs WHERE id = ${runId}`;
+    started_at: string | null;
+    finished_at: string | null;
+    rounds: number;
+    tool_calls: number;
+    message_head: string | null;
+    output_head: string | null;
+  }>`SELECT r.agent_id, r.session_id, r.caller_id, r.source, r.status, r.created_at, r.updated_at, r.started_at, r.finished_at,
+            r.rounds, r.tool_calls, substr(t.content, 1, ${PREVIEW_SOURCE_CHARS}) AS message_head,
+            substr(r.output, 1, ${PREVIEW_SOURCE_CHARS}) AS output_head
+       FROM runs r LEFT JOIN transcript t ON t.seq = r.message_seq WHERE r.id = ${runId}`;
 }
 
 /**

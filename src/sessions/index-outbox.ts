@@ -7,7 +7,7 @@
  */
 import { auditStreamStatement } from "../audit/streams";
 import { type ApprovalIndexRow, approvalIndexStatement, getApproval } from "../runs/approvals";
-import { runIndexStatement } from "../runs/index-d1";
+import { runIndexRow, runIndexStatement } from "../runs/index-d1";
 import type { SessionContext } from "./context";
 import { generationIndexStatement, sessionIndexStatement } from "./index-d1";
 import {
@@ -39,7 +39,7 @@ function statementFor(cx: SessionContext, session: SessionRef, row: IndexOutboxR
     }
     case "run": {
       const run = runIndexSource(cx.sql, row.key);
-      return run ? runIndexStatement(db, { run_id: row.key, session_key: session.sessionKey, ...run }) : null;
+      return run ? runIndexStatement(db, runIndexRow(row.key, session.sessionKey, run)) : null;
     }
     case "approval":
       return approvalStatement(cx, session, row.key);

@@ -11,6 +11,7 @@
 import { redactAcrossBoundary, redactAcrossMessages } from "../security/redact";
 import { scanLength, secretMatcher } from "../security/secret-forms";
 import type { Sql } from "../storage/sql";
+import { queueRunOfMessage } from "./index-outbox-store";
 import { newestArchivedPartKey, parseJsonl, recentOfRole, rewriteContent, type TranscriptRow } from "./transcript";
 
 /** At most this many earlier messages are read back (whitespace-only messages cover nothing). */
@@ -132,7 +133,10 @@ export function redactSplitSecrets(
   return { text: pattern ? pattern.current : literal.current, rewrites };
 }
 
-/** Writes the rewrites `redactSplitSecrets` returned. */
+/** Writes the rewrites `redactSplitSecrets` returned; a listed run whose message was rewritten is listed again (D-079). */
 export function applySplitRewrites(sql: Sql, rewrites: readonly SplitRewrite[]): void {
-  for (const r of rewrites) rewriteContent(sql, r.seq, r.content, r.redactions);
+  for (const r of rewrites) {
+    rewriteContent(sql, r.seq, r.content, r.redactions);
+    queueRunOfMessage(sql, r.seq);
+  }
 }

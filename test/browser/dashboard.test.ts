@@ -14,11 +14,17 @@
  * tr[data-run-id] td.status`, `#run-detail ol#run-events > li[data-event-type]`, `table#approvals-table
  * tr[data-approval-id] td.tool button[data-action]`, `#approvals-empty`, `textarea#config-editor
  * button#config-save ul#config-errors > li #config-saved`, `table#env-requests-table tr[data-request-id][data-status]
- * form.env-values input[data-key] button[data-action=submit]`, `#env-requests-empty`.
+ * form.env-values input[data-key] button[data-action=submit]`, `#env-requests-empty`; issue 25 §3: `form#runs-filters
+ * select[name=status] input[name=agent_id|caller_id|from|to] button[data-action=filter|clear]`, `#runs-empty`, the run
+ * row's `a.short-id td.message td.answer td.agent td.caller td.duration td.rounds td.tools`, `#run-detail h3
+ * code.run-id dd.status`, `ol#run-events > li .offset .summary details pre.payload`, `table#run-tool-calls
+ * tr[data-tool] td.gate td.approval td.result`, `#run-manifests table.manifest tr[data-layer] code.sha`,
+ * `#run-approvals [data-approval-id] .tool button[data-action=approve|deny]`.
  */
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { durationText, offsetText } from "../../src/dashboard/durations";
 import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGateway } from "./gateway";
 
 /** The scenario under way, for the screenshot a failure leaves: test-results/screenshots/<scenario>-failed.png. */
@@ -29,6 +35,8 @@ const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secr
 type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
 let gateway: Gateway | undefined;
+/** The run with a tool round the runs-list scenarios share (issue 25 §3). */
+let listRunId: string | undefined;
 let browser: Browser | undefined;
 let context: BrowserContext;
 let page: Page;
@@ -383,6 +391,261 @@ describe("admin dashboard in Chromium", () => {
     );
     const approval = (await (await gw().admin(`/api/admin/approvals/${approvalId}`)).json()) as { status: string };
     expect(approval.status).toBe("approved");
+    await expectCleanPage();
+  });
+
+  it("runs list (issue 25 §3): a tool round's run shows its message and answer in short, caller, duration, rounds and tool calls, and its id by its tail", async () => {
+    await begin("runs-list");
+    await ensureSignedIn();
+    phase = "runs-list";
+    const runId = await sendChat("browser-runs-list", "Please list files for the runs list");
+    listRunId = runId;
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId} in table#runs-table`, 30_000);
+    await waitForRunStatus(runId, "completed");
+    const row = runRow(runId);
+    // The index row is written once the run has stopped: the page's polling brings its previews.
+    await expect
+      .poll(() => textOf(row.locator("td.answer")), { timeout: 15_000, message: "td.answer" })
+      .toMatch(/^The tool fs\.list_dir worked/);
+    const listed = (await (await gw().admin("/api/admin/runs?agent_id=main&limit=200")).json()) as { runs: Record<string, unknown>[] };
+    const entry = listed.runs.find((r) => r.run_id === runId) as Record<string, unknown>;
+    expect(entry).toMatchObject({
+      message_preview: "Please list files for the runs list",
+      rounds: 1,
+      tool_calls: 1,
+      caller_id: gw().apiCaller,
+    });
+    expect(String(entry.output_preview).length).toBeLessThanOrEqual(80);
+    expect(await textOf(row.locator("td.message"))).toBe("Please list files for the runs list");
+    expect(await textOf(row.locator("td.answer"))).toBe(entry.output_preview);
+    expect(await textOf(row.locator("td.agent"))).toBe("main");
+    expect(await textOf(row.locator("td.caller"))).toBe(gw().apiCaller);
+    expect(await textOf(row.locator("td.rounds"))).toBe("1");
+    expect(await textOf(row.locator("td.tools"))).toBe("1");
+    expect(await textOf(row.locator("td.duration"))).toMatch(/^\d+ ms$|^\d+\.\d\d s$/);
+    expect(await textOf(row.locator("td.duration"))).toBe(durationText(entry.duration_ms as number));
+    // The ids share `run_` and the session object's 64 hex: the list shows the tail, the whole id is the title.
+    const link = row.locator("a.short-id");
+    expect(await textOf(link)).toBe(`…${runId.slice(-8)}`);
+    expect(await link.getAttribute("title")).toBe(runId);
+    await shot("runs", "01-list-previews");
+    await expectCleanPage();
+  });
+
+  it("runs list filters narrow the list: status, agent, caller and a time range (sent as from/to)", async () => {
+    await begin("runs-filters");
+    await ensureSignedIn();
+    phase = "runs-filters";
+    const runId = listRunId as string;
+    expect(runId).toBeTruthy();
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId}`);
+    const form = page.locator("form#runs-filters");
+    const listedAfter = async (act: () => Promise<unknown>, param: string) => {
+      const answer = page.waitForResponse(
+        (r) => new URL(r.url()).pathname === "/api/admin/runs" && new URL(r.url()).searchParams.has(param),
+      );
+      await act();
+      const res = await answer;
+      expect(res.status()).toBe(200);
+      return new URL(res.url()).searchParams.get(param);
+    };
+    const gone = () => expect.poll(() => runRow(runId).count(), { message: `run ${runId} filtered out` }).toBe(0);
+    const shown = () => visible(runRow(runId), `run ${runId} listed`);
+
+    expect(await listedAfter(() => form.locator('select[name="status"]').selectOption("failed"), "status")).toBe("failed");
+    await gone();
+    const statuses = await page.locator("table#runs-table td.status").allTextContents();
+    expect(statuses.filter((s) => s !== "failed")).toEqual([]);
+    await shot("runs", "02-filter-status-failed");
+    await listedAfter(() => form.locator('select[name="status"]').selectOption("completed"), "status");
+    await shown();
+    expect((await page.locator("table#runs-table td.status").allTextContents()).filter((s) => s !== "completed")).toEqual([]);
+
+    await form.locator('input[name="agent_id"]').fill("no-such-agent");
+    expect(await listedAfter(() => form.locator('button[data-action="filter"]').click(), "agent_id")).toBe("no-such-agent");
+    await gone();
+    await visible(page.locator("#runs-empty"), "#runs-empty");
+    await shot("runs", "03-filter-agent-none");
+    await form.locator('input[name="agent_id"]').fill("main");
+    await listedAfter(() => form.locator('button[data-action="filter"]').click(), "agent_id");
+    await shown();
+    await form.locator('input[name="caller_id"]').fill("someone-else");
+    await listedAfter(() => form.locator('button[data-action="filter"]').click(), "caller_id");
+    await gone();
+    await form.locator('input[name="caller_id"]').fill(gw().apiCaller);
+    await listedAfter(() => form.locator('button[data-action="filter"]').click(), "caller_id");
+    await shown();
+
+    // datetime-local is the browser's local time; the page sends it as UTC ISO.
+    const local = (offsetMs: number) =>
+      page.evaluate((ms) => {
+        const d = new Date(Date.now() + ms);
+        const p = (n: number) => String(n).padStart(2, "0");
+        return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+      }, offsetMs);
+    await form.locator('input[name="from"]').fill(await local(3_600_000));
+    const from = await listedAfter(() => form.locator('button[data-action="filter"]').click(), "from");
+    expect(from).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
+    expect(Math.abs(Date.parse(from as string) - Date.now() - 3_600_000)).toBeLessThan(120_000);
+    await gone();
+    await shot("runs", "04-filter-from-future");
+    await form.locator('input[name="from"]').fill(await local(-3_600_000));
+    await listedAfter(() => form.locator('button[data-action="filter"]').click(), "from");
+    await shown();
+    await form.locator('input[name="to"]').fill(await local(-1_800_000));
+    await listedAfter(() => form.locator('button[data-action="filter"]').click(), "to");
+    await gone();
+    await form.locator('input[name="to"]').fill(await local(3_600_000));
+    await listedAfter(() => form.locator('button[data-action="filter"]').click(), "to");
+    await shown();
+    await shot("runs", "05-filter-time-range");
+
+    const cleared = page.waitForResponse(
+      (r) => new URL(r.url()).pathname === "/api/admin/runs" && !new URL(r.url()).search.includes("from="),
+    );
+    await form.locator('button[data-action="clear"]').click();
+    await cleared;
+    await shown();
+    expect(await form.locator('select[name="status"]').inputValue()).toBe("");
+    await expectCleanPage();
+  });
+
+  it("run view: one timeline line per event with its offset and summary (JSON behind a disclosure), the manifest table, tool calls with their gate decisions", async () => {
+    await begin("run-view");
+    await ensureSignedIn();
+    phase = "run-view";
+    const runId = listRunId as string;
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId}`);
+    const expected = await apiEventTypes(runId);
+    expect(expected).toEqual([
+      "run.created",
+      "run.started",
+      "model.requested",
+      "tool.call",
+      "tool.result",
+      "model.requested",
+      "run.completed",
+    ]);
+    await openRunDetail(runId, expected);
+    const detail = (await (await gw().admin(`/api/admin/runs/${runId}`)).json()) as {
+      events: { seq: number; ts: string; payload: Record<string, unknown> }[];
+      manifests: { manifest: { stack: { layer: string; sha256: string }[] } }[];
+    };
+    expect(await textOf(page.locator("#run-detail h3"))).toBe(`Run …${runId.slice(-8)}`);
+    expect(await textOf(page.locator("#run-detail code.run-id"))).toBe(runId);
+
+    const lines = page.locator("ol#run-events > li[data-event-type]");
+    const offsets = await lines.locator(".offset").allTextContents();
+    const start = Date.parse(detail.events[0]?.ts as string);
+    expect(offsets).toEqual(detail.events.map((e) => offsetText(Date.parse(e.ts) - start)));
+    expect(offsets[0]).toBe("+0 ms");
+    const summaries = await lines.locator(".summary").allTextContents();
+    expect(summaries[0]).toBe("created (http) for local/sophie-local");
+    expect(summaries[1]).toBe("started");
+    expect(summaries[2]).toMatch(/^model call 1: \d+(?: ms|\.\d\d s), 1 tool call$/);
+    expect(summaries[3]).toBe("tool fs.list_dir called (call_1)");
+    expect(summaries[4]).toMatch(/^tool fs\.list_dir: allowed by policy \S+, ok in \d+ ms — /);
+    expect(summaries[5]).toMatch(/^model call 2: \d+(?: ms|\.\d\d s), 0 tool calls$/);
+    expect(summaries[6]).toBe("completed: 1 tool round, 1 tool call");
+    // The JSON is behind the disclosure: closed, then the event's payload as the API has it.
+    const first = lines.nth(2);
+    expect(await first.locator("details").getAttribute("open")).toBeNull();
+    await first.locator("details > summary").click();
+    await visible(first.locator("details pre.payload"), "the payload of model.requested");
+    expect(JSON.parse((await first.locator("details pre.payload").textContent()) ?? "null")).toEqual(detail.events[2]?.payload);
+    await shot("run-view", "01-timeline");
+
+    // Tool calls with their gate decision.
+    const call = page.locator('table#run-tool-calls tr[data-tool="fs.list_dir"]');
+    expect(await call.count()).toBe(1);
+    expect(await textOf(call.locator("td.gate"))).toMatch(/^allowed by policy \S+$/);
+    expect(await textOf(call.locator("td.result"))).toMatch(/^ok — /);
+    // The manifest of each model call: a table of its layers with their hashes; the last call's open.
+    const tables = page.locator("#run-manifests table.manifest");
+    expect(await tables.count()).toBe(2);
+    const last = tables.nth(1);
+    await visible(last, "the last model call's manifest table");
+    const layers = await last.locator("tr[data-layer]").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-layer")));
+    expect(layers).toEqual(detail.manifests[1]?.manifest.stack.map((l) => l.layer));
+    expect(layers[0]).toBe("L1");
+    const shas = await last.locator("code.sha").evaluateAll((cs) => cs.map((c) => c.getAttribute("title")));
+    expect(shas).toEqual(detail.manifests[1]?.manifest.stack.map((l) => l.sha256));
+    await page.locator("#run-manifests").scrollIntoViewIfNeeded();
+    await shot("run-view", "02-manifest-tool-calls");
+    await expectCleanPage();
+  });
+
+  it("a waiting run's view has the approval inline: Approve resumes the run, which completes", async () => {
+    await begin("run-approval");
+    await ensureSignedIn();
+    phase = "run-approval";
+    const runId = await sendChat("browser-inline-approval", "Please write a file from the run view");
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId}`, 30_000);
+    await waitForRunStatus(runId, "awaiting_approval");
+    await runRow(runId).click();
+    const approve = page.locator('#run-approvals [data-approval-id] button[data-action="approve"]');
+    await visible(approve, "the inline Approve button");
+    expect(await textOf(page.locator("#run-approvals .tool"))).toBe("fs.write_text");
+    const summaries = () => page.locator("ol#run-events > li[data-event-type] .summary").allTextContents();
+    expect((await summaries()).at(-1)).toMatch(/^approval asked: fs\.write_text/);
+    await shot("run-approval", "01-waiting");
+    await approve.click();
+    await expect
+      .poll(() => page.locator("#run-detail dd.status").getAttribute("data-status"), {
+        timeout: 30_000,
+        message: "the run's status in its view",
+      })
+      .toBe("completed");
+    await expect.poll(() => page.locator("#run-approvals").count(), { message: "the approval controls leave" }).toBe(0);
+    const after = await summaries();
+    const events = (
+      (await (await gw().admin(`/api/admin/runs/${runId}`)).json()) as { events: { event_type: string; payload: { reason?: string } }[] }
+    ).events;
+    const asked = events.find((e) => e.event_type === "approval.requested");
+    expect(asked?.payload.reason).toBeTruthy();
+    expect(after.find((s) => s.startsWith("approval "))).toBe(`approval asked: fs.write_text — ${asked?.payload.reason}`);
+    expect(after.find((s) => /^approval approved/.test(s))).toMatch(/^approval approved by admin/);
+    expect(after.at(-1)).toBe("completed: 1 tool round, 1 tool call");
+    const call = page.locator('table#run-tool-calls tr[data-tool="fs.write_text"]');
+    expect(await textOf(call.locator("td.approval"))).toMatch(/^approved by admin/);
+    await shot("run-approval", "02-approved-completed");
+    const run = (await (await gw().api(`/v1/runs/${runId}`)).json()) as { status: string };
+    expect(run.status).toBe("completed");
+    await expectCleanPage();
+  });
+
+  it("at a phone's width (390×844) the runs list and the run view fit: no sideways page scroll, the list as cards", async () => {
+    await begin("phone");
+    await ensureSignedIn();
+    phase = "phone";
+    const runId = listRunId as string;
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await openView("runs");
+      await visible(runRow(runId), `the row of run ${runId}`);
+      const pageWidth = () =>
+        page.evaluate(
+          () => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth,
+        );
+      expect(await pageWidth()).toBeLessThanOrEqual(390);
+      expect(await page.locator("table#runs-table thead").isVisible()).toBe(false);
+      const box = await runRow(runId).boundingBox();
+      expect(box?.width).toBeLessThanOrEqual(390);
+      expect(await runRow(runId).locator("td.message").isVisible()).toBe(true);
+      await shot("phone", "01-runs-390x844");
+      await runRow(runId).click();
+      await visible(page.locator("ol#run-events > li[data-event-type]"), "the timeline");
+      await visible(page.locator("#run-manifests table.manifest").last(), "the manifest table");
+      expect(await pageWidth()).toBeLessThanOrEqual(390);
+      await page.locator("#run-detail").scrollIntoViewIfNeeded();
+      await shot("phone", "02-run-view-390x844");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
     await expectCleanPage();
   });
 

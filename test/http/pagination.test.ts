@@ -196,6 +196,12 @@ describe("Lists: GET /api/admin/runs (newest first: created_at, run_id descendin
       status: "completed",
       created_at: at(4),
       updated_at: at(4),
+      // Issue 25 §3 (D-079): a row written without them (as before migration 0021) lists its previews and counts as null.
+      message_preview: null,
+      output_preview: null,
+      duration_ms: null,
+      rounds: null,
+      tool_calls: null,
     });
   });
 
@@ -520,7 +526,7 @@ describe("ISSUE23 one paging module (src/http/admin/paging.ts) serves every list
 
 describe("Lists in the OpenAPI document", () => {
   const LISTS = [
-    { path: "/api/admin/runs", key: "runs", max: 200, filters: ["agent_id", "status", "caller_id"] },
+    { path: "/api/admin/runs", key: "runs", max: 200, filters: ["agent_id", "status", "caller_id", "from", "to"] },
     { path: "/api/admin/approvals", key: "approvals", max: 200, filters: ["status", "agent_id"] },
     { path: "/api/admin/chat/sessions", key: "sessions", max: 200, filters: ["agent_id", "user_id", "room_id", "channel"] },
     { path: "/api/admin/chat/sessions/{session_id}/messages", key: "messages", max: 200, filters: [] },

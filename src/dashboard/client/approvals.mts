@@ -1,6 +1,6 @@
 /** Approvals: tool calls waiting for a human, each approved or denied here (the run resumes either way). */
 import { ADMIN_API } from "../api-routes.ts";
-import { ApiError } from "./api.mts";
+import { decideApproval } from "./approval-decision.mts";
 import { h, time } from "./dom.mts";
 import { pairingsSection } from "./pairings.mts";
 import { heading, Pager, poll, table, type ViewFactory } from "./view.mts";
@@ -56,32 +56,12 @@ export const approvalsView: ViewFactory = (ctx) => {
   async function decide(a: ApprovalRow, decision: "approve" | "deny", tr: HTMLTableRowElement, reason: HTMLInputElement): Promise<void> {
     const buttons = tr.querySelectorAll<HTMLButtonElement>("td.decision button");
     for (const b of buttons) b.disabled = true;
-    ctx.clearError();
-    const text = reason.value.trim();
-    try {
-      const res = await ctx.call<{ status: string }>(ADMIN_API.decide, {
-        params: { approval_id: a.approval_id },
-        body: { decision, ...(text ? { reason: text } : {}) },
-      });
-      decided.add(a.approval_id);
-      if (ctx.alive()) setStatus(a.approval_id, tr, res.body.status);
-    } catch (err) {
-      if (!ctx.alive()) return;
-      ctx.fail(err);
-      // Decided elsewhere (409) or expired (410): show what it is now.
-      if (err instanceof ApiError && (err.status === 409 || err.status === 410)) await reread(a.approval_id, tr);
-      for (const b of buttons) b.disabled = false;
-    }
-  }
-
-  async function reread(id: string, tr: HTMLTableRowElement): Promise<void> {
-    try {
-      const res = await ctx.call<{ status: string }>(ADMIN_API.approval, { params: { approval_id: id } });
-      if (res.body.status !== "pending") decided.add(id);
-      if (ctx.alive()) setStatus(id, tr, res.body.status);
-    } catch {
-      /* the failure already shown is the useful one */
-    }
+    const result = await decideApproval(ctx, a.approval_id, decision, reason.value);
+    if (!ctx.alive()) return;
+    // Decided here, elsewhere (409) or expired (410): a status other than pending takes the row out of the list.
+    if (result && result.status !== "pending") decided.add(a.approval_id);
+    if (result) setStatus(a.approval_id, tr, result.status);
+    if (!result || result.status === "pending") for (const b of buttons) b.disabled = false;
   }
 
   async function inspect(id: string, tr: HTMLTableRowElement, button: HTMLButtonElement): Promise<void> {

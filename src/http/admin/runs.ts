@@ -5,12 +5,13 @@
  * Admins reach every run; API callers see theirs at /v1/runs/{run_id} (src/http/v1/runs.ts).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { listRuns, type RunIndexRow } from "../../runs/index-d1";
+import { type ListedRun, listRuns, PREVIEW_CHARS } from "../../runs/index-d1";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { type AppEnv, createRouter } from "../router";
 import { runNotFound, runStub } from "../run-by-id";
 import { runErrors as errors, RunEventSchema, RunIdParam, RunSchema } from "../run-schemas";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
+import { timeRange } from "./time-range";
 
 /** RPC results whose payloads are JSON objects lose their types over the stub; this names it again. */
 type RunDetail = Awaited<ReturnType<SessionDO["runDetail"]>>;
@@ -28,23 +29,47 @@ const RunIndexEntry = z
     status: z.string(),
     created_at: z.string(),
     updated_at: z.string(),
+    message_preview: z
+      .string()
+      .nullable()
+      .openapi({
+        description: `The user message's first ${PREVIEW_CHARS} characters on one line ("…" when cut), redacted as the transcript stores it; null on runs indexed before this field existed`,
+      }),
+    output_preview: z
+      .string()
+      .nullable()
+      .openapi({
+        description: `The answer's (the guarded output's; a failed run's error message) first ${PREVIEW_CHARS} characters on one line; null while the run has no answer`,
+      }),
+    duration_ms: z.int().nullable().openapi({ description: "Started → finished, in ms; null while the run has not ended" }),
+    rounds: z.int().nullable().openapi({ description: "Tool rounds: model answers that asked for tools (`rounds` of `run.completed`)" }),
+    tool_calls: z.int().nullable().openapi({ description: "Tool calls the gateway took on" }),
   })
   .openapi("RunIndexEntry");
 
+/** A time bound of the list: an ISO 8601 date (UTC midnight) or date-time with a zone (`Z` or `±HH:MM`). */
+const TIME_BOUND = z.string().optional().openapi({
+  example: "2026-11-27T00:00:00Z",
+  description: "An ISO 8601 date (`YYYY-MM-DD`, UTC midnight) or date-time with `Z` or an offset",
+});
+
 /** The run index pages newest first on (created_at, run_id), which never change once a run is queued. */
-const runPages = keyset<RunIndexRow, [string, string]>("runs", ["string", "string"], (r) => [r.created_at, r.run_id]);
+const runPages = keyset<ListedRun, [string, string]>("runs", ["string", "string"], (r) => [r.created_at, r.run_id]);
 
 const adminListRoute = createRoute({
   method: "get",
   path: "/runs",
   summary: "List runs (the D1 run index), newest first",
   description:
-    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `run_id`, descending.",
+    "Paged like every list (docs/api.md, Lists): `limit`, `cursor` → `next_cursor`. Order: `created_at` then `run_id`, descending. " +
+    "`from` ≤ `created_at` < `to`; a bound that is not an ISO 8601 date or zoned date-time, or `from` not before `to`, is 400 `invalid.request`.",
   request: {
     query: z.object({
       agent_id: z.string().optional().openapi({ description: "Only this agent's runs" }),
       status: z.enum(RUN_STATUSES).optional().openapi({ description: "Only runs in this status" }),
       caller_id: z.string().optional().openapi({ description: "Only runs queued by this API caller" }),
+      from: TIME_BOUND.openapi({ description: "Only runs created at or after this time (ISO 8601 date or date-time with a zone)" }),
+      to: TIME_BOUND.openapi({ description: "Only runs created before this time (ISO 8601 date or date-time with a zone); after `from`" }),
       ...pageQuery(),
     }),
   },
@@ -90,8 +115,9 @@ export function adminRunRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(adminListRoute, async (c) => {
     const q = c.req.valid("query");
+    const { from, to } = timeRange(q.from, q.to);
     const { items, next_cursor } = await runPages.serve(q, (after, limit) =>
-      listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, after, limit }),
+      listRuns(c.env.DB, { agentId: q.agent_id, status: q.status, callerId: q.caller_id, from, to, after, limit }),
     );
     return c.json({ runs: items, next_cursor }, 200);
   });
