@@ -1,6 +1,7 @@
 /** Approvals: tool calls waiting for a human, each approved or denied here (the run resumes either way). */
 import { ADMIN_API } from "../api-routes.ts";
 import { ApiError } from "./api.mts";
+import { decidedApprovalsSection } from "./decided-approvals.mts";
 import { h, time } from "./dom.mts";
 import { pairingsSection } from "./pairings.mts";
 import { heading, Pager, poll, table, type ViewFactory } from "./view.mts";
@@ -42,12 +43,12 @@ export const approvalsView: ViewFactory = (ctx) => {
   }
 
   /** A decided (or expired) approval leaves the pending list; the line above the table says what became of it. */
-  function setStatus(id: string, tr: HTMLTableRowElement, status: string): void {
+  function setStatus(id: string, tr: HTMLTableRowElement, status: string, by: string | null = null): void {
     if (status === "pending") return;
     if (tr.nextElementSibling?.classList.contains("args")) tr.nextElementSibling.remove();
     tr.remove();
     rows.delete(id);
-    last.textContent = `${id}: ${status}`;
+    last.textContent = by ? `${id}: ${status} by ${by}` : `${id}: ${status}`;
     last.setAttribute("data-status", status);
     last.hidden = false;
     refreshEmpty();
@@ -59,12 +60,12 @@ export const approvalsView: ViewFactory = (ctx) => {
     ctx.clearError();
     const text = reason.value.trim();
     try {
-      const res = await ctx.call<{ status: string }>(ADMIN_API.decide, {
+      const res = await ctx.call<{ status: string; decided_by: string | null }>(ADMIN_API.decide, {
         params: { approval_id: a.approval_id },
         body: { decision, ...(text ? { reason: text } : {}) },
       });
       decided.add(a.approval_id);
-      if (ctx.alive()) setStatus(a.approval_id, tr, res.body.status);
+      if (ctx.alive()) setStatus(a.approval_id, tr, res.body.status, res.body.decided_by);
     } catch (err) {
       if (!ctx.alive()) return;
       ctx.fail(err);
@@ -76,9 +77,9 @@ export const approvalsView: ViewFactory = (ctx) => {
 
   async function reread(id: string, tr: HTMLTableRowElement): Promise<void> {
     try {
-      const res = await ctx.call<{ status: string }>(ADMIN_API.approval, { params: { approval_id: id } });
+      const res = await ctx.call<{ status: string; decided_by: string | null }>(ADMIN_API.approval, { params: { approval_id: id } });
       if (res.body.status !== "pending") decided.add(id);
-      if (ctx.alive()) setStatus(id, tr, res.body.status);
+      if (ctx.alive()) setStatus(id, tr, res.body.status, res.body.decided_by);
     } catch {
       /* the failure already shown is the useful one */
     }
@@ -163,6 +164,7 @@ export const approvalsView: ViewFactory = (ctx) => {
     empty,
     approvalsTable,
     pager.button,
+    decidedApprovalsSection(ctx),
     pairingsSection(ctx),
   );
   void pager.first();
