@@ -49,16 +49,16 @@ async function setup(
     o.approvers === null
       ? {}
       : { approvers: o.approvers ?? { telegram: [String(APPROVER), String(OTHER_APPROVER)], slack: [SLACK_APPROVER] } };
-  const app = appFor(
-    runConfig(provider, {
-      agent: { tools: { allow: ["test.send"] }, ...approvers },
-      channels: {
-        telegram: { enabled: true, apiBaseUrl: `https://${tg}` },
-        slack: { enabled: true, apiBaseUrl: `https://${slack}/api` },
-      },
-    }),
-  );
-  return { app, tg, slack, provider };
+  const config = runConfig(provider, {
+    agent: { tools: { allow: ["test.send"] }, ...approvers },
+    channels: {
+      telegram: { enabled: true, apiBaseUrl: `https://${tg}` },
+      slack: { enabled: true, apiBaseUrl: `https://${slack}/api` },
+    },
+  });
+  // A second agent with the same approvers: a button of `main` pressed on `ops`'s webhook must not count.
+  config.agents.ops = config.agents.main as (typeof config.agents)[string];
+  return { app: appFor(config), tg, slack, provider };
 }
 
 /** Waits for a channel's run to end (admin view: the run has no API caller); its S3 view. */
@@ -330,6 +330,10 @@ describe("ISSUE24-2 Telegram: presses that change nothing", { timeout: 60_000 },
     expect(await alerts(s.tg)).toEqual(forged.map(() => invalid));
     for (const id of [a.approvalId, b.approvalId]) expect((await approvalOf(s, id)).status).toBe("pending");
     expect(await methods(s.tg)).not.toContain("editMessageText");
+    // The right button of the right chat, delivered to another agent's webhook: bound to `main`, refused on `ops`.
+    await post(s.app, "/webhooks/telegram/ops", press(a, a.approveData), TG);
+    expect((await alerts(s.tg)).at(-1)).toBe(invalid);
+    expect((await approvalOf(s, a.approvalId)).status).toBe("pending");
     // The real button still works afterwards: nothing was burned.
     await pressTelegram(s, a, a.approveData);
     expect((await waitForRun(s.app, a.runId)).status).toBe("completed");
@@ -561,16 +565,20 @@ describe("ISSUE24-2 Slack: block_actions on the interactivity URL", { timeout: 6
     expect((await postsAt(s.slack)).filter((p) => p.method === "chat.update")).toHaveLength(1);
   });
 
-  it("ISSUE24-2 not an approver, or a forged value: an ephemeral note, the approval still pending", async () => {
-    const s = await setup();
+  it("ISSUE24-2 not an approver, a forged value, a Telegram button's token pressed in Slack: an ephemeral note, nothing decided", async () => {
+    const s = await setup({ runs: 2 });
     const a = await askInSlack(s);
+    const t = await askInTelegram(s);
     await pressSlack(s, blockActions(a, a.approve, { user: a.asker }));
     await pressSlack(s, blockActions(a, `apv1:${"z".repeat(22)}`));
+    await pressSlack(s, blockActions(a, t.approveData)); // bound to Telegram and its chat
+    const invalid = "This button is not valid (not one this gateway issued for this chat); nothing changed.";
     expect(await ephemerals(s.slack)).toEqual([
       [a.asker, "You are not on this agent's approver list; nothing changed."],
-      [SLACK_APPROVER, "This button is not valid (not one this gateway issued for this chat); nothing changed."],
+      [SLACK_APPROVER, invalid],
+      [SLACK_APPROVER, invalid],
     ]);
-    expect((await approvalOf(s, a.approvalId)).status).toBe("pending");
+    for (const id of [a.approvalId, t.approvalId]) expect((await approvalOf(s, id)).status).toBe("pending");
   });
 
   it("ISSUE24-2 a bad signature, a stale timestamp, another signing secret or no signature: 401 in the S3 envelope, nothing decided", async () => {
