@@ -35,7 +35,13 @@ interface Setup {
 
 /** An app whose `main` agent may use test.send (side_effect: needs approval), with approvers unless `approvers: null`. */
 async function setup(
-  o: { approvers?: Record<string, string[]> | null; tg?: string; args?: Record<string, unknown>; runs?: number } = {},
+  o: {
+    approvers?: Record<string, string[]> | null;
+    tg?: string;
+    args?: Record<string, unknown>;
+    runs?: number;
+    maxPendingPerCaller?: number;
+  } = {},
 ): Promise<Setup> {
   const provider = uniqueHost("script");
   // `runs` runs that each ask once (their tool calls come first: each run pauses before any of them answers).
@@ -58,6 +64,7 @@ async function setup(
   });
   // A second agent with the same approvers: a button of `main` pressed on `ops`'s webhook must not count.
   config.agents.ops = config.agents.main as (typeof config.agents)[string];
+  if (o.maxPendingPerCaller) config.tools.policy.approvals.maxPendingPerCaller = o.maxPendingPerCaller;
   return { app: appFor(config), tg, slack, provider };
 }
 
@@ -96,10 +103,10 @@ interface Asked {
   messageId: number;
 }
 
-async function askInTelegram(s: Setup): Promise<Asked> {
+async function askInTelegram(s: Setup, from?: number): Promise<Asked> {
   const chatId = -1_000_000_000 - Math.floor(Math.random() * 1e8);
   // A sender of its own: the per-caller pending limit (5) counts each sender's waiting approvals.
-  const asker = 10_000 + Math.floor(Math.random() * 1e8);
+  const asker = from ?? 10_000 + Math.floor(Math.random() * 1e8);
   const update = {
     update_id: ++updateSeq,
     message: {
@@ -413,6 +420,31 @@ describe("ISSUE24-2 Telegram: presses that change nothing", { timeout: 60_000 },
     await until(async () => (await runsOf(key))[0]?.status === "awaiting_approval");
     await new Promise((r) => setTimeout(r, 1500)); // the alarm had time to send anything it would
     expect(await postsAt(s.tg)).toEqual([]);
+  });
+
+  it("ISSUE24-2 an approval the pending limits refuse gets no buttons: the call is denied, the chat gets only the run's answer", async () => {
+    const s = await setup({ runs: 2, maxPendingPerCaller: 1 });
+    const asker = 30_000 + Math.floor(Math.random() * 1e8);
+    await askInTelegram(s, asker); // the sender's one pending approval
+    const chatId = -3_000_000_000 - Math.floor(Math.random() * 1e8);
+    const update = {
+      update_id: ++updateSeq,
+      message: {
+        message_id: 9,
+        date: 1,
+        chat: { id: chatId, type: "group" },
+        from: { id: asker, is_bot: false, first_name: "Bo" },
+        text: "again",
+      },
+    };
+    await post(s.app, "/webhooks/telegram/main", JSON.stringify(update), TG);
+    const key = `agent:main:telegram:${BOT_ID}:group:${chatId}`;
+    await until(async () => (await runsOf(key))[0]?.status === "completed");
+    const here = async () => (await postsAt(s.tg)).filter((p) => p.body.chat_id === String(chatId));
+    await until(async () => (await here()).length === 1);
+    expect((await here()).map((p) => [p.method, p.body.text, p.body.reply_markup])).toEqual([["sendMessage", "sent it", undefined]]);
+    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM approval_buttons WHERE chat_id = ?1").bind(String(chatId)).first();
+    expect(rows).toEqual({ n: 0 });
   });
 
   it("ISSUE24-2 hostile arguments: secrets are redacted and the summary is bounded in the chat's message", async () => {
