@@ -78,9 +78,14 @@ export function nextReplyAt(sql: Sql): number | null {
     "reply_outbox",
     null,
     () =>
+      // Issue 24 §2: an approval's chat prompt is a row of this outbox too, keyed by the approval (approval-prompts.ts).
       sql.one<{ at: number | null }>`
-      SELECT MIN(CASE o.status WHEN 'sending' THEN 0 ELSE o.next_attempt_at END) AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
-      WHERE o.status IN ('pending', 'sending') AND r.status IN ('completed', 'failed', 'cancelled')`?.at ?? null,
+      SELECT MIN(at) AS at FROM (
+        SELECT CASE o.status WHEN 'sending' THEN 0 ELSE o.next_attempt_at END AS at FROM reply_outbox o JOIN runs r ON r.id = o.run_id
+        WHERE o.status IN ('pending', 'sending') AND r.status IN ('completed', 'failed', 'cancelled')
+        UNION ALL
+        SELECT CASE o.status WHEN 'sending' THEN 0 ELSE o.next_attempt_at END FROM reply_outbox o JOIN approvals a ON a.id = o.run_id
+        WHERE o.status IN ('pending', 'sending'))`?.at ?? null,
   );
 }
 
@@ -108,7 +113,13 @@ export interface ReplyHost {
   fetch?: typeof fetch;
 }
 
-type PartResult =
+/** How long before the next attempt: backoff from the attempts made, or the platform's `retry_after` if longer. */
+export function retryDelayMs(attempts: number, retryAfterSeconds: number | undefined): number {
+  return Math.max(retryAfterSeconds ? retryAfterSeconds * 1000 : 0, Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 4 ** (attempts - 1)));
+}
+
+/** What one send answered: the platform's message id, or why not (`answered`: the platform said so). */
+export type PartResult =
   | { ok: true; messageId: string }
   | { ok: false; retry: boolean; answered: boolean; retryAfterSeconds?: number; error: string };
 
@@ -119,7 +130,12 @@ export async function deliverReplies(host: ReplyHost, now = Date.now()): Promise
     sql,
     "reply_outbox",
     [],
-    () => sql.all<{ run_id: string; target: string }>`SELECT run_id, target FROM reply_outbox WHERE status = 'sending'`,
+    // An approval's prompt (keyed `apr_…`) is settled by approval-prompts.ts, which audits it on its run.
+    () =>
+      sql.all<{
+        run_id: string;
+        target: string;
+      }>`SELECT run_id, target FROM reply_outbox WHERE status = 'sending' AND substr(run_id, 1, 4) <> 'apr_'`,
   );
   for (const left of interrupted) {
     const target = JSON.parse(left.target) as ReplyTarget;
@@ -213,10 +229,7 @@ async function deliverOne(host: ReplyHost, row: Row): Promise<void> {
       return settle(host, row.run_id, "unknown", `${result.error}; not sent again (it may have been posted)`);
     }
     if (!result.retry || attempts >= MAX_ATTEMPTS) return settle(host, row.run_id, "failed", result.error);
-    const wait = Math.max(
-      result.retryAfterSeconds ? result.retryAfterSeconds * 1000 : 0,
-      Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 4 ** (attempts - 1)),
-    );
+    const wait = retryDelayMs(attempts, result.retryAfterSeconds);
     storage.transactionSync(() => {
       sql.run`UPDATE reply_outbox SET status = 'pending', attempts = ${attempts}, last_error = ${result.error}, next_attempt_at = ${Date.now() + wait},
                      updated_at = ${new Date().toISOString()}
@@ -247,7 +260,21 @@ function botToken(
   return { ok: false, failure: { ok: false, retry: false, answered: true, error } };
 }
 
-async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, text: string, part: number): Promise<PartResult> {
+/** Buttons a message carries (issue 24 §2): Telegram's `reply_markup`, Slack's `blocks`. */
+export interface PartMarkup {
+  telegram?: Record<string, unknown>;
+  slack?: Record<string, unknown>[];
+}
+
+/** Sends one part of a message to `target` (with `markup` when given); never throws. */
+export async function sendPart(
+  host: ReplyHost,
+  target: ReplyTarget,
+  runId: string,
+  text: string,
+  part: number,
+  markup: PartMarkup = {},
+): Promise<PartResult> {
   const signal = AbortSignal.timeout(15_000);
   if (target.channel === "telegram") {
     const token = botToken(host, "TELEGRAM_BOT_TOKEN", target);
@@ -259,6 +286,7 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
       chatId: target.chatId,
       text,
       ...(target.replyTo !== null && part === 0 ? { replyTo: target.replyTo } : {}),
+      ...(markup.telegram ? { replyMarkup: markup.telegram } : {}),
       signal,
     });
     return r.ok ? { ok: true, messageId: String(r.messageId) } : { ...r, answered: r.status !== null };
@@ -273,6 +301,7 @@ async function sendPart(host: ReplyHost, target: ReplyTarget, runId: string, tex
       channel: target.channel_id,
       text,
       threadTs: target.threadTs,
+      ...(markup.slack ? { blocks: markup.slack } : {}),
       signal,
     });
     return r.ok ? { ok: true, messageId: r.messageId } : { ...r, answered: r.status !== null };

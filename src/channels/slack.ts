@@ -171,10 +171,13 @@ export async function postSlackMessage(o: {
   channel: string;
   text: string;
   threadTs: string | null;
+  /** Block Kit blocks (issue 24 §2: an approval's buttons); `text` is then the notification's fallback. */
+  blocks?: Record<string, unknown>[];
   signal?: AbortSignal;
 }): Promise<SlackSendResult> {
   const body: Record<string, unknown> = { channel: o.channel, text: o.text };
   if (o.threadTs) body.thread_ts = o.threadTs;
+  if (o.blocks) body.blocks = o.blocks;
   const posted = await postPlatformJson({
     fetch: o.fetch,
     url: `${o.apiBaseUrl.replace(/\/+$/, "")}/chat.postMessage`,

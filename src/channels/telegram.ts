@@ -272,10 +272,13 @@ export async function sendTelegramMessage(o: {
   chatId: string;
   text: string;
   replyTo?: number;
+  /** An inline keyboard (issue 24 §2: an approval's buttons). */
+  replyMarkup?: Record<string, unknown>;
   signal?: AbortSignal;
 }): Promise<TelegramSendResult> {
   const body: Record<string, unknown> = { chat_id: o.chatId, text: o.text };
   if (o.replyTo !== undefined) body.reply_parameters = { message_id: o.replyTo, allow_sending_without_reply: true };
+  if (o.replyMarkup) body.reply_markup = o.replyMarkup;
   const url = `${o.apiBaseUrl.replace(/\/+$/, "")}/bot${o.botToken}/sendMessage`;
   const posted = await postPlatformJson({ fetch: o.fetch, url, body, signal: o.signal });
   if (!("res" in posted)) return posted;

@@ -123,6 +123,24 @@ export const AgentMemoryConfig = z.strictObject({
   maxChars: z.int().min(500).max(20_000).default(2000),
 });
 
+/**
+ * Who may decide this agent's approvals from inside a chat (issue 24 §2, D-075): platform user ids per channel.
+ * A run from a Telegram or Slack conversation that waits for an approval gets Approve / Deny buttons in its chat
+ * only when the channel's list names someone; a press by anyone not on the list changes nothing. Absent (or an
+ * empty list): nobody may approve in that chat, and no buttons are offered (operators decide in /admin as before).
+ */
+export const AgentApproversConfig = z.strictObject({
+  telegram: z
+    .array(z.string().regex(/^[1-9]\d{0,19}$/, "a Telegram user id as a string of digits (from.id)"))
+    .max(100)
+    .optional(),
+  slack: z
+    .array(z.string().regex(/^[UW][A-Z0-9]{2,30}$/, "a Slack user id such as U0123ABCD"))
+    .max(100)
+    .optional(),
+});
+export type AgentApproversConfig = z.infer<typeof AgentApproversConfig>;
+
 export const AgentConfig = z.strictObject({
   /** The agent's model; the gateway-wide `models.default` when absent. */
   model: ModelRefInput.optional(),
@@ -133,6 +151,8 @@ export const AgentConfig = z.strictObject({
   tools: AgentToolsConfig.default({ allow: [] }),
   budget: AgentBudgetConfig.default({}),
   memory: AgentMemoryConfig.default({ topK: 5, maxChars: 2000 }),
+  /** Issue 24 §2: chat users who may approve this agent's tool calls with a button (absent: nobody, no buttons). */
+  approvers: AgentApproversConfig.optional(),
 });
 export type AgentConfig = z.infer<typeof AgentConfig>;
 

@@ -146,6 +146,13 @@ export interface LogEvents {
   "channel.message": { channel: string; agent_id: string; run_id: string; duplicate: boolean };
   /** One per chat-channel message its sender policy refused (issue 24 §3): no run. Never the text or the sender's id. */
   "channel.sender.refused": { channel: string; agent_id: string; mode: string; answered: boolean };
+  /**
+   * One per press of an approval button in a chat (issue 24 §2): `outcome` is `decided`, `refused` (with the
+   * reason's first words: `not_approver`, `invalid`, `used`, `expired`, `decided`, `error`) or `duplicate`. Never a token.
+   */
+  "approval.chat.press": { channel: string; agent_id: string; outcome: string; reason?: string; approval_id?: string };
+  /** The chat could not be told a press's outcome (the decision stands): the platform's error, never a token. */
+  "approval.chat.answer_failed": { channel: string; error: string };
   /** One per gateway tool callback answered (S5): never its arguments or result. */
   "tool.callback": { session_id: string; tool: string; tool_call_id: string; success: boolean; replayed: boolean };
   /** One per firing handed over (or not): never the job's message. */

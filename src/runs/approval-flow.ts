@@ -11,6 +11,7 @@ import {
   approvalForCall,
   argsDigest,
   decideApprovalRow,
+  decidedVia,
   getApproval,
   insertApproval,
   mintApprovalId,
@@ -85,7 +86,12 @@ async function requestApproval(
   const now = new Date();
   const id = mintApprovalId(ctx.host.objectId());
   const expiresAt = new Date(now.getTime() + spec.approvalTtlSeconds * 1000).toISOString();
-  const slot = await reserveSlot(ctx, run, spec, { id, tool: decision.tool, now, expiresAt });
+  // Issue 24 §2: asked in the run's chat too, when its agent has approvers there; the buttons ride the reservation.
+  const prompt = spec.chatApprovals ? (ctx.host.chatApprovalPrompt?.(run.id) ?? null) : null;
+  const buttons = prompt
+    ? await prompt.buttons(ctx.host.env.DB, { approvalId: id, agentId: spec.agentId, createdAt: now.toISOString(), expiresAt })
+    : [];
+  const slot = await reserveSlot(ctx, run, spec, { id, tool: decision.tool, now, expiresAt }, buttons);
   if (!slot.ok)
     return {
       paused: false,
@@ -117,6 +123,7 @@ async function requestApproval(
       reason: decision.reason,
       expires_at: expiresAt,
     });
+    prompt?.enqueue({ id, run_id: run.id, tool: decision.tool, args: call.args, expires_at: expiresAt });
   });
   await shipApprovalIndex(ctx.host, id);
   return { paused: true };
@@ -128,6 +135,7 @@ async function reserveSlot(
   run: RunRow,
   spec: RunSpec,
   a: { id: string; tool: string; now: Date; expiresAt: string },
+  alongside: readonly D1PreparedStatement[],
 ): Promise<{ ok: true } | { ok: false; message: string }> {
   const caller = runCallerKey(spec, run);
   const limits = {
@@ -150,6 +158,7 @@ async function reserveSlot(
       },
       limits,
       a.now,
+      alongside,
     );
   } catch {
     return { ok: false, message: "not run: the approval request could not be recorded, so the call cannot wait for one; try again later" };
@@ -192,7 +201,10 @@ export function decideApproval(
     decideApprovalRow(sql, approvalId, status, by, reason, now);
     // A run that ended meanwhile (cancelled) keeps its log closed: the decision is recorded on the approval only.
     if (isTerminal(run.status)) return;
-    emit(ctx, run, "approval.decided", { approval_id: approvalId, decision: status, decided_by: by, ...(reason ? { reason } : {}) }, by);
+    // Issue 24 §2: a decision from a chat says so (`decided_via`); an admin's event is as it always was.
+    const via = decidedVia(by);
+    const payload = { approval_id: approvalId, decision: status, decided_by: by, ...(via !== "admin" ? { decided_via: via } : {}) };
+    emit(ctx, run, "approval.decided", { ...payload, ...(reason ? { reason } : {}) }, by);
     if (run.status === "awaiting_approval") resumeAfterApproval(sql, run.id, now.toISOString());
   });
   void shipApprovalIndex(ctx.host, approvalId);

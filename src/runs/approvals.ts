@@ -93,6 +93,20 @@ export interface ApprovalIndexRow {
   created_at: string;
   expires_at: string;
   decided_at: string | null;
+  /** Issue 24 §2: who decided (`admin`, `telegram:<user id>`, `slack:<user id>`) and through what; null while pending. */
+  /** (Absent when written: null.) */
+  decided_by?: string | null;
+  decided_via?: DecidedVia | null;
+}
+
+/** Through what an approval was decided: the admin API (and dashboard), or a chat's button (issue 24 §2, D-075). */
+export type DecidedVia = "admin" | "telegram" | "slack";
+
+/** The channel a decider's name says it decided through (`telegram:…` → telegram); null for an expiry (no decider). */
+export function decidedVia(decidedBy: string | null): DecidedVia | null {
+  if (decidedBy === null) return null;
+  const prefix = decidedBy.split(":", 1)[0];
+  return prefix === "telegram" || prefix === "slack" ? prefix : "admin";
 }
 
 /** Creates or updates an approval's index row. */
@@ -104,11 +118,24 @@ export async function indexApproval(db: D1Database, r: ApprovalIndexRow): Promis
 export function approvalIndexStatement(db: D1Database, r: ApprovalIndexRow): D1PreparedStatement {
   return db
     .prepare(
-      `INSERT INTO approvals (approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-       ON CONFLICT (approval_id) DO UPDATE SET status = excluded.status, decided_at = excluded.decided_at`,
+      `INSERT INTO approvals (approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at, decided_by, decided_via)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+       ON CONFLICT (approval_id) DO UPDATE SET status = excluded.status, decided_at = excluded.decided_at,
+         decided_by = excluded.decided_by, decided_via = excluded.decided_via`,
     )
-    .bind(r.approval_id, r.agent_id, r.run_id, r.session_key, r.tool, r.status, r.created_at, r.expires_at, r.decided_at);
+    .bind(
+      r.approval_id,
+      r.agent_id,
+      r.run_id,
+      r.session_key,
+      r.tool,
+      r.status,
+      r.created_at,
+      r.expires_at,
+      r.decided_at,
+      r.decided_by ?? null,
+      r.decided_via ?? null,
+    );
 }
 
 /** Approvals matching the filters, newest first: (created_at, approval_id) descending, a stable and unique order. */
@@ -124,7 +151,7 @@ export async function listApprovals(
 ): Promise<ApprovalIndexRow[]> {
   const rows = await db
     .prepare(
-      `SELECT approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at FROM approvals
+      `SELECT approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at, decided_by, decided_via FROM approvals
        WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR (created_at, approval_id) < (?3, ?4))
        ORDER BY created_at DESC, approval_id DESC LIMIT ?5`,
     )
@@ -159,12 +186,14 @@ export type ApprovalSlot = { ok: true } | { ok: false; limit: "agent" | "caller"
  */
 export async function reserveApprovalSlot(
   db: D1Database,
-  r: Omit<ApprovalIndexRow, "status" | "decided_at"> & { caller: string },
+  r: Omit<ApprovalIndexRow, "status" | "decided_at" | "decided_by" | "decided_via"> & { caller: string },
   limits: { perAgent: number; perCaller: number },
   now: Date,
+  /** Statements that ride the reservation's round trip, in its batch (a chat's approval buttons, issue 24 §2). */
+  alongside: readonly D1PreparedStatement[] = [],
 ): Promise<ApprovalSlot> {
   const at = now.toISOString();
-  const inserted = await db
+  const reserve = db
     .prepare(
       `INSERT INTO approvals (approval_id, agent_id, run_id, session_key, tool, status, created_at, expires_at, decided_at, caller)
        SELECT ?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, NULL, ?8
@@ -183,8 +212,8 @@ export async function reserveApprovalSlot(
       at,
       limits.perAgent,
       limits.perCaller,
-    )
-    .run();
+    );
+  const inserted = alongside.length === 0 ? await reserve.run() : ((await db.batch([reserve, ...alongside]))[0] as D1Result);
   if (inserted.meta.changes === 1) return { ok: true };
   // Which limit was full, for the message (read after the fact: the refusal itself was atomic).
   const counts = await pendingApprovalCounts(db, r.agent_id, r.caller, now);

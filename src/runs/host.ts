@@ -51,6 +51,18 @@ export interface RunHost {
   toolHost?(runId: string): SessionToolHost;
   /** The session's inline L2 (S5 `session.system_prompt`, set by an admin): replaces L2 only. */
   inlineRole?(): string | undefined;
+  /**
+   * Issue 24 §2: the chat prompt (Approve / Deny buttons) of an approval `runId` asks for, when the run came from a
+   * Telegram or Slack conversation; null otherwise. Asked only for runs whose spec offers chat approvals.
+   */
+  chatApprovalPrompt?(runId: string): ChatApprovalPrompt | null;
+}
+
+/** An approval's chat prompt: the buttons' D1 rows (batched with the approval's reservation) and the queued message. */
+export interface ChatApprovalPrompt {
+  buttons(db: D1Database, a: { approvalId: string; agentId: string; createdAt: string; expiresAt: string }): Promise<D1PreparedStatement[]>;
+  /** Queues the message; called inside the transaction that stores the approval. */
+  enqueue(a: { id: string; run_id: string; tool: string; args: string; expires_at: string }): void;
 }
 
 /** How a step ends the run (`paused`: it waits for a human and goes back to the queue when one decides). */

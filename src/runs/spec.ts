@@ -65,6 +65,11 @@ export interface RunSpec {
   config?: ConfigRef;
   /** S4 §5 retrieval bounds per model turn (`agents.<id>.memory`; absent on older runs: 5 items, 2000 chars). */
   memory?: { topK: number; maxChars: number };
+  /**
+   * Issue 24 §2: present (true) when the run's channel is Telegram or Slack and the agent names approvers there:
+   * an approval of this run is then offered in its chat with Approve / Deny buttons. Absent otherwise.
+   */
+  chatApprovals?: true;
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
   debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
 }
@@ -74,6 +79,12 @@ export interface ConfigRef {
   source: "bundled" | "admin";
   version: number;
   sha256: string;
+}
+
+/** Whether a run of `agent` on `channel` offers its approvals in the chat (issue 24 §2: someone is on the list). */
+function offersChatApprovals(agent: GatewayConfig["agents"][string], channel: string): boolean {
+  if (channel !== "telegram" && channel !== "slack") return false;
+  return (agent.approvers?.[channel]?.length ?? 0) > 0;
 }
 
 /**
@@ -119,6 +130,7 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     },
     // Without `ref` (tests) the config is the deployment's own.
     secretOrigins: secretOrigins(deploymentConfig(config, ref?.source)),
+    ...(offersChatApprovals(agent, channel) ? { chatApprovals: true as const } : {}),
   };
 }
 

@@ -3,6 +3,7 @@
  * and chat channel replies (issue 10), each retried from its outbox until delivered or given up, each audited in
  * the session's stream.
  */
+import { deliverApprovalPrompts } from "../channels/approval-prompts";
 import { deliverReplies, nextReplyAt } from "../channels/replies";
 import { deliverNotifications, nextNotifyAt } from "../scheduler/notify";
 import { secretValuesFromEnv } from "../security/redact";
@@ -37,12 +38,19 @@ export function jobNotifications(cx: SessionContext): AlarmCapability {
   };
 }
 
-/** Capability: sends a finished run's final answer back to the chat channel it came from, once. */
+/**
+ * Capability: sends a finished run's final answer back to the chat channel it came from, once — and an approval's
+ * Approve / Deny message to the chat whose run waits for it (issue 24 §2, rows of the same outbox).
+ */
 export function channelReplies(cx: SessionContext): AlarmCapability {
   return {
     name: "channel-replies",
     expedite: true,
     nextAlarmAt: () => nextReplyAt(cx.sql),
-    onAlarm: () => deliverReplies(deliveryHost(cx, "system")),
+    onAlarm: async () => {
+      const host = deliveryHost(cx, "system");
+      await deliverReplies(host);
+      await deliverApprovalPrompts(host);
+    },
   };
 }

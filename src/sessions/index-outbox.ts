@@ -6,7 +6,7 @@
  * succeeds; the turn itself never waits for D1.
  */
 import { auditStreamStatement } from "../audit/streams";
-import { type ApprovalIndexRow, approvalIndexStatement, getApproval } from "../runs/approvals";
+import { type ApprovalIndexRow, approvalIndexStatement, decidedVia, getApproval } from "../runs/approvals";
 import { runIndexRow, runIndexStatement } from "../runs/index-d1";
 import type { SessionContext } from "./context";
 import { generationIndexStatement, sessionIndexStatement } from "./index-d1";
@@ -61,6 +61,8 @@ function approvalStatement(cx: SessionContext, session: SessionRef, id: string):
     created_at: a.created_at,
     expires_at: a.expires_at,
     decided_at: a.decided_at,
+    decided_by: a.decided_by,
+    decided_via: decidedVia(a.decided_by),
   };
   return approvalIndexStatement(cx.env.DB, row);
 }

@@ -5,6 +5,7 @@
  */
 import { auditFromRunEvent } from "../audit/event";
 import { enqueueAudit } from "../audit/outbox";
+import { chatApprovalPrompt } from "../channels/approval-prompts";
 import { archiveLogSink } from "../observability/r2-logs";
 import { RunLogger } from "../observability/run-lines";
 import type { RunHost } from "../runs/engine";
@@ -79,5 +80,6 @@ export function createRunHost(cx: SessionContext, waiters: RunWaiters): RunHost 
     sessionType: () => sessionType(cx),
     toolHost: (runId) => sessionToolHost(cx, runId, true),
     inlineRole: () => inlinePrompt(cx, currentSession(cx).sessionId)?.text,
+    chatApprovalPrompt: (runId) => chatApprovalPrompt({ sql: cx.sql, secrets: secretValuesFromEnv(cx.env) }, runId),
   };
 }

@@ -275,6 +275,9 @@ describe("Lists: GET /api/admin/approvals (newest first: created_at, approval_id
       created_at: at(1),
       expires_at: "2030-01-02T00:00:00.000Z",
       decided_at: null,
+      // Issue 24 §2: who decided, and through what (the admin or a chat's button); null while pending.
+      decided_by: null,
+      decided_via: null,
     });
   });
 

@@ -1,6 +1,7 @@
 /** Approvals: tool calls waiting for a human, each approved or denied here (the run resumes either way). */
 import { ADMIN_API } from "../api-routes.ts";
 import { decideApproval } from "./approval-decision.mts";
+import { decidedApprovalsSection } from "./decided-approvals.mts";
 import { h, time } from "./dom.mts";
 import { pairingsSection } from "./pairings.mts";
 import { heading, Pager, poll, table, type ViewFactory } from "./view.mts";
@@ -42,12 +43,12 @@ export const approvalsView: ViewFactory = (ctx) => {
   }
 
   /** A decided (or expired) approval leaves the pending list; the line above the table says what became of it. */
-  function setStatus(id: string, tr: HTMLTableRowElement, status: string): void {
+  function setStatus(id: string, tr: HTMLTableRowElement, status: string, by: string | null = null): void {
     if (status === "pending") return;
     if (tr.nextElementSibling?.classList.contains("args")) tr.nextElementSibling.remove();
     tr.remove();
     rows.delete(id);
-    last.textContent = `${id}: ${status}`;
+    last.textContent = by ? `${id}: ${status} by ${by}` : `${id}: ${status}`;
     last.setAttribute("data-status", status);
     last.hidden = false;
     refreshEmpty();
@@ -60,7 +61,7 @@ export const approvalsView: ViewFactory = (ctx) => {
     if (!ctx.alive()) return;
     // Decided here, elsewhere (409) or expired (410): a status other than pending takes the row out of the list.
     if (result && result.status !== "pending") decided.add(a.approval_id);
-    if (result) setStatus(a.approval_id, tr, result.status);
+    if (result) setStatus(a.approval_id, tr, result.status, result.decided_by);
     if (!result || result.status === "pending") for (const b of buttons) b.disabled = false;
   }
 
@@ -143,6 +144,7 @@ export const approvalsView: ViewFactory = (ctx) => {
     empty,
     approvalsTable,
     pager.button,
+    decidedApprovalsSection(ctx),
     pairingsSection(ctx),
   );
   void pager.first();

@@ -3,6 +3,7 @@
  *   GET  /api/admin/approvals                         the D1 approval index, newest first, paged (src/http/admin/paging.ts)
  *   GET  /api/admin/approvals/{approval_id}           one approval with its redacted arguments
  *   POST /api/admin/approvals/{approval_id}           {decision: "approve"|"deny", reason?} → 200; 409 decided, 410 expired
+ * Each approval says who decided it and through what (`decided_by`, `decided_via`: the admin, or a chat's button — issue 24 §2).
  *   GET  /api/admin/sessions/{session_id}/capabilities   granted and pending (requested by the model) capabilities
  *   POST /api/admin/sessions/{session_id}/capabilities   {grant: cap} or {revoke: cap}
  * An approval id names the SessionDO that holds it, so deciding never scans.
@@ -10,7 +11,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { GatewayError } from "../../errors";
-import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, listApprovals } from "../../runs/approvals";
+import { APPROVAL_ID, type ApprovalIndexRow, type ApprovalRow, approvalObjectId, decidedVia, listApprovals } from "../../runs/approvals";
 import { forgetBacklog } from "../../runs/backlog";
 import { findSessionKey } from "../../sessions/index-d1";
 import { SESSION_ID } from "../../sessions/keys";
@@ -18,6 +19,10 @@ import type { SessionDO } from "../../sessions/SessionDO";
 import { requireJsonBody } from "../middleware/json-body";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
+
+const DecidedViaSchema = z.enum(["admin", "telegram", "slack"]).nullable().openapi({
+  description: "Through what it was decided: the admin API or dashboard (`admin`), or a chat's button; null while pending or expired",
+});
 
 const Approval = z
   .object({
@@ -34,7 +39,11 @@ const Approval = z
     created_at: z.string(),
     expires_at: z.string(),
     decided_at: z.string().nullable(),
-    decided_by: z.string().nullable(),
+    decided_by: z.string().nullable().openapi({
+      description:
+        "Who decided: `admin`, or `telegram:<user id>` / `slack:<user id>` for a chat button (issue 24 §2); null while pending or expired",
+    }),
+    decided_via: DecidedViaSchema,
     decision_reason: z.string().nullable(),
   })
   .openapi("Approval");
@@ -50,6 +59,10 @@ const ApprovalSummary = z
     created_at: z.string(),
     expires_at: z.string(),
     decided_at: z.string().nullable(),
+    decided_by: z.string().nullable().openapi({
+      description: "`admin`, `telegram:<user id>` or `slack:<user id>`; null while pending, expired, or indexed before issue 24 §2",
+    }),
+    decided_via: DecidedViaSchema,
   })
   .openapi("ApprovalSummary");
 
@@ -180,6 +193,7 @@ function view(a: ApprovalRow): z.infer<typeof Approval> {
     expires_at: a.expires_at,
     decided_at: a.decided_at,
     decided_by: a.decided_by,
+    decided_via: decidedVia(a.decided_by),
     decision_reason: a.decision_reason,
   };
 }
@@ -199,7 +213,8 @@ export function adminApprovalRoutes(): OpenAPIHono<AppEnv> {
     const { items, next_cursor } = await approvalPages.serve(q, (after, limit) =>
       listApprovals(c.env.DB, { status: q.status, agentId: q.agent_id, after, limit }),
     );
-    return c.json({ approvals: items, next_cursor }, 200);
+    const approvals = items.map((a) => ({ ...a, decided_by: a.decided_by ?? null, decided_via: a.decided_via ?? null }));
+    return c.json({ approvals, next_cursor }, 200);
   });
 
   app.openapi(getRoute, async (c) => {

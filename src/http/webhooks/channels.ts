@@ -20,6 +20,7 @@ import type { ReplyTarget } from "../../channels/replies";
 import { parseSlackPayload, verifySlackSignature } from "../../channels/slack";
 import { parseStandardInbound, verifyWebhook, webhookKey } from "../../channels/standard-webhooks";
 import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../../channels/telegram";
+import { parseTelegramPress } from "../../channels/telegram-callbacks";
 import { GatewayError } from "../../errors";
 import { channelCallerKey } from "../../runs/caller";
 import { submitTurn } from "../../runs/submit";
@@ -27,6 +28,7 @@ import { deploymentConfig, secretOrigins } from "../../security/secret-origins";
 import { acceptedSecrets } from "../../security/stored-secrets";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
+import { telegramPress } from "./chat-approvals";
 import { senderAllowed, slackAnswer, standardAnswer, telegramAnswer } from "./sender-gate";
 
 /** The chat channels with a webhook here (Discord's route is in ./discord.ts). */
@@ -129,7 +131,11 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
         throw unauthorized("telegram");
       const botId = botIdFromToken(c.env.TELEGRAM_BOT_TOKEN ?? "");
       if (!botId) throw unauthorized("telegram"); // without the bot token nothing could be answered: fail closed
-      const update = parseTelegramUpdate(await c.req.json().catch(() => null));
+      const body: unknown = await c.req.json().catch(() => null);
+      // Issue 24 §2: a press of an approval's button (callback_query) is an approver's decision, never a turn.
+      const press = parseTelegramPress(body);
+      if (press) return telegramPress(c, agentId, press);
+      const update = parseTelegramUpdate(body);
       if (update.kind === "ignored" || update.fromIsBot) return c.json({ ok: true, ignored: true }, 200);
       const sender = { agentId, channel: "telegram" as const, sender: update.fromId, chatId: update.chatId };
       if (!(await senderAllowed(c, sender, telegramAnswer(c, update.chatId, update.messageId))))

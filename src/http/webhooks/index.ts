@@ -15,12 +15,14 @@ export const TOOL_CALLBACK_DOOR: Door = { prefix: "/", credential: "sandbox" };
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../router";
 import { webhookRoutes } from "./channels";
+import { slackInteractivityRoute } from "./chat-approvals";
 import { discordWebhookRoute } from "./discord";
 
-/** The chat channels' webhook routes: Telegram, Slack, Standard Webhooks, and Discord's Interactions endpoint. */
+/** The chat channels' webhook routes: Telegram, Slack (events, interactivity), Standard Webhooks, and Discord's Interactions endpoint. */
 export function channelWebhookRoutes(): OpenAPIHono<AppEnv> {
   const app = webhookRoutes();
   discordWebhookRoute(app);
+  slackInteractivityRoute(app);
   return app;
 }
 export { toolCallbackRoutes } from "./tool-callbacks";
