@@ -34,6 +34,24 @@ export type ModelRefInput = z.infer<typeof ModelRefInput>;
 export const StartupValidationMode = z.enum(["strict", "warn", "off"]);
 export type StartupValidationMode = z.infer<typeof StartupValidationMode>;
 
+/** Up to 6 decimals: a price of p USD per million tokens is then an exact integer of pico-USD per token (D-078). */
+const Usd = (max: number) =>
+  z
+    .number()
+    .min(0)
+    .max(max)
+    .refine((v) => Math.abs(v * 1e6 - Math.round(v * 1e6)) < 1e-6, "at most 6 decimal places");
+
+/** Issue 25 §2: what a model costs, in USD per million tokens (D-078). Without it the model's cost is null, not 0. */
+export const ModelPricing = z.strictObject({
+  /** Prompt tokens not served from the provider's cache. */
+  inputPerMillion: Usd(1000),
+  outputPerMillion: Usd(1000),
+  /** Prompt tokens the provider reports as cached (`prompt_tokens_details.cached_tokens`); the input price when absent. */
+  cachedInputPerMillion: Usd(1000).optional(),
+});
+export type ModelPricing = z.infer<typeof ModelPricing>;
+
 export const ModelConfig = z
   .strictObject({
     contextWindow: z.int().positive().max(10_000_000),
@@ -43,6 +61,8 @@ export const ModelConfig = z
     enabled: z.boolean().default(true),
     /** The id sent to the provider's API when it differs from the config's model id. */
     apiModelId: z.string().min(1).max(256).optional(),
+    /** Issue 25 §2: USD per million tokens; a model without it has cost null (D-078). */
+    pricing: ModelPricing.optional(),
   })
   .refine((m) => m.maxOutputTokens < m.contextWindow, {
     message: "maxOutputTokens must be smaller than contextWindow",
@@ -361,6 +381,36 @@ export const CallerLimitsConfig = z.strictObject({
   maxOpenStreamsPerCaller: z.int().min(1).max(1000).default(8),
 });
 
+/**
+ * Issue 25 §2 budget alerts (D-078): when the usage of an agent, or of a caller (src/runs/caller.ts key, e.g.
+ * `api:<caller id>`), reaches a threshold within a UTC day or month, one audit event `usage.alert` and, with
+ * `webhook`, one signed webhook — once per alert and period, whichever run crosses it.
+ */
+export const UsageAlert = z
+  .strictObject({
+    scope: z.enum(["agent", "caller"]),
+    /** The agent id (scope agent) or the caller key (scope caller: `api:<id>`, `job:<id>`, `telegram:<bot>:<user>`, …). */
+    id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$/, "an agent id or a caller key (letters, digits, _ . : @ + -)"),
+    period: z.enum(["day", "month"]),
+    /** Threshold in USD (cost of priced calls); exactly one of costUsd and tokens. */
+    costUsd: Usd(1_000_000)
+      .refine((v) => v > 0, "must be more than 0")
+      .optional(),
+    /** Threshold in provider-reported tokens (prompt + completion). */
+    tokens: z.int().positive().max(1_000_000_000_000).optional(),
+    /** An https URL to POST the alert to, signed with SCHEDULER_WEBHOOK_SECRET (Standard Webhooks). */
+    webhook: z
+      .url({ protocol: /^https$/ })
+      .max(2048)
+      .optional(),
+  })
+  .refine((a) => (a.costUsd === undefined) !== (a.tokens === undefined), { message: "set exactly one of costUsd and tokens" });
+export type UsageAlert = z.infer<typeof UsageAlert>;
+
+export const UsageConfig = z.strictObject({
+  alerts: z.array(UsageAlert).max(1000).default([]),
+});
+
 /** S5 setup sessions (`POST /v1/runs` with `session_type: "setup"`): who may start one. */
 export const SetupConfig = z.strictObject({
   /** API caller ids (the `callerId` of `GATEWAY_API_TOKENS`) allowed to start setup sessions; empty: none. */
@@ -371,74 +421,83 @@ export const SetupConfig = z.strictObject({
 });
 export type SetupConfig = z.infer<typeof SetupConfig>;
 
-export const GatewayConfig = z.strictObject({
-  http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
-  models: z.strictObject({
-    /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
-    default: ModelRefInput.optional(),
-    providers: z.record(ProviderId, ProviderConfig),
-  }),
-  agents: z
-    .record(
-      AgentId.refine(
-        (id) => id !== GATEWAY_AUDIT_AGENT,
-        `"${GATEWAY_AUDIT_AGENT}" is reserved: the gateway's own audit stream (admin changes) has that id`,
-      ),
-      AgentConfig,
-    )
-    .default({}),
-  /** Chat channels: Telegram, Slack, Discord, Standard Webhooks (each off unless enabled). */
-  channels: ChannelsConfig.default({
-    telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
-    slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
-    discord: { enabled: false, apiBaseUrl: "https://discord.com/api/v10" },
-    standard: { enabled: false },
-    secretRotationOverlapSeconds: 86_400,
-  }),
-  /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
-  tools: z
-    .strictObject({
-      policy: ToolPolicyConfig.default({
-        id: "default",
-        risks: ["read_only", "draft_only", "side_effect"],
-        approvalRequired: ["side_effect"],
-        channels: {},
-        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
-      }),
-      callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
-    })
-    .default({
-      policy: {
-        id: "default",
-        risks: ["read_only", "draft_only", "side_effect"],
-        approvalRequired: ["side_effect"],
-        channels: {},
-        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
-      },
-      callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
+export const GatewayConfig = z
+  .strictObject({
+    http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
+    models: z.strictObject({
+      /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
+      default: ModelRefInput.optional(),
+      providers: z.record(ProviderId, ProviderConfig),
     }),
-  runs: RunsConfig.default({
-    maxToolRounds: 8,
-    maxToolCallsPerTurn: 16,
-    maxToolCallsPerRun: 64,
-    toolTimeoutMs: { min: 1000, max: 120_000 },
-    providerAttempts: 3,
-    providerTimeoutMs: 60_000,
-    failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
-  }),
-  logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
-  /** The OpenAI-compatible front door (docs/openai.md). */
-  openai: OpenAICompatConfig.default({ aliases: {}, systemMessages: "as_user", waitSeconds: 120 }),
-  /** The cron tick and job notifications (S3 §4). Jobs themselves live in D1, managed through /api/admin/jobs. */
-  scheduler: SchedulerConfig.default({
-    maxFiringsPerTick: 200,
-    dispatchConcurrency: 16,
-    notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
-  }),
-  limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
-  /** Who may start S5 setup sessions, whose tools save the agent's service commands (docs/configuration.md). */
-  setup: SetupConfig.default({ allowedCallers: [] }),
-});
+    agents: z
+      .record(
+        AgentId.refine(
+          (id) => id !== GATEWAY_AUDIT_AGENT,
+          `"${GATEWAY_AUDIT_AGENT}" is reserved: the gateway's own audit stream (admin changes) has that id`,
+        ),
+        AgentConfig,
+      )
+      .default({}),
+    /** Chat channels: Telegram, Slack, Discord, Standard Webhooks (each off unless enabled). */
+    channels: ChannelsConfig.default({
+      telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
+      slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
+      discord: { enabled: false, apiBaseUrl: "https://discord.com/api/v10" },
+      standard: { enabled: false },
+      secretRotationOverlapSeconds: 86_400,
+    }),
+    /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
+    tools: z
+      .strictObject({
+        policy: ToolPolicyConfig.default({
+          id: "default",
+          risks: ["read_only", "draft_only", "side_effect"],
+          approvalRequired: ["side_effect"],
+          channels: {},
+          approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
+        }),
+        callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
+      })
+      .default({
+        policy: {
+          id: "default",
+          risks: ["read_only", "draft_only", "side_effect"],
+          approvalRequired: ["side_effect"],
+          channels: {},
+          approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
+        },
+        callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
+      }),
+    runs: RunsConfig.default({
+      maxToolRounds: 8,
+      maxToolCallsPerTurn: 16,
+      maxToolCallsPerRun: 64,
+      toolTimeoutMs: { min: 1000, max: 120_000 },
+      providerAttempts: 3,
+      providerTimeoutMs: 60_000,
+      failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
+    }),
+    logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
+    /** The OpenAI-compatible front door (docs/openai.md). */
+    openai: OpenAICompatConfig.default({ aliases: {}, systemMessages: "as_user", waitSeconds: 120 }),
+    /** The cron tick and job notifications (S3 §4). Jobs themselves live in D1, managed through /api/admin/jobs. */
+    scheduler: SchedulerConfig.default({
+      maxFiringsPerTick: 200,
+      dispatchConcurrency: 16,
+      notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
+    }),
+    limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
+    /** Who may start S5 setup sessions, whose tools save the agent's service commands (docs/configuration.md). */
+    setup: SetupConfig.default({ allowedCallers: [] }),
+    /** Issue 25 §2: budget alerts on usage (docs/configuration.md "Usage and cost"). */
+    usage: UsageConfig.default({ alerts: [] }),
+  })
+  .superRefine((c, ctx) => {
+    c.usage.alerts.forEach((a, i) => {
+      if (a.scope === "agent" && !Object.hasOwn(c.agents, a.id))
+        ctx.addIssue({ code: "custom", path: ["usage", "alerts", i, "id"], message: `unknown agent "${a.id}"` });
+    });
+  });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 /** The config as written in the file, before defaults are applied. */
 export type GatewayConfigInput = z.input<typeof GatewayConfig>;

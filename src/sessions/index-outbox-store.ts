@@ -7,6 +7,7 @@
  * change made while a batch is in flight is shipped by the next one. The only module with SQL for this table.
  */
 import type { Sql } from "../storage/sql";
+import type { RunUsageSource } from "../usage/ship";
 
 /** What an index row describes (one D1 table each). */
 export type IndexKind = "run" | "approval" | "session" | "generation" | "audit_stream";
@@ -67,17 +68,21 @@ export function deleteQueuedStream(sql: Sql, day: string): void {
   sql.run`DELETE FROM index_outbox WHERE kind = 'audit_stream' AND key = ${day}`;
 }
 
-/** The run fields a D1 run index row carries, or undefined when the run is gone. */
+/** The run fields a D1 run index row carries — and its usage row (issue 25 §2) — or undefined when the run is gone. */
 export function runIndexSource(sql: Sql, runId: string) {
-  return sql.one<{
-    agent_id: string;
-    session_id: string;
-    caller_id: string | null;
-    source: string;
-    status: string;
-    created_at: string;
-    updated_at: string;
-  }>`SELECT agent_id, session_id, caller_id, source, status, created_at, updated_at FROM runs WHERE id = ${runId}`;
+  return sql.one<
+    {
+      agent_id: string;
+      session_id: string;
+      caller_id: string | null;
+      source: string;
+      status: string;
+      created_at: string;
+      updated_at: string;
+    } & RunUsageSource
+  >`SELECT agent_id, session_id, caller_id, source, status, created_at, updated_at, spec, model_calls, unreported_calls,
+           uncosted_calls, reported_prompt_tokens, reported_completion_tokens, cached_tokens, cost_pico
+    FROM runs WHERE id = ${runId}`;
 }
 
 /**

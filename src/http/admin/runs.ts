@@ -31,6 +31,28 @@ const RunIndexEntry = z
   })
   .openapi("RunIndexEntry");
 
+/** Issue 25 §2: the run's provider-reported usage (D-078). */
+const RunUsageSchema = z
+  .object({
+    model: z.string().openapi({ description: "provider:model the run called" }),
+    requests: z.number().int().openapi({ description: "Model calls that answered" }),
+    unreported_requests: z
+      .number()
+      .int()
+      .openapi({ description: "Of which the provider reported no usage (their tokens are not counted)" }),
+    prompt_tokens: z.number().int().openapi({ description: "Provider-reported prompt tokens, cached included" }),
+    completion_tokens: z.number().int(),
+    cached_tokens: z.number().int().openapi({ description: "prompt_tokens_details.cached_tokens, where the provider reports it" }),
+    total_tokens: z.number().int(),
+  })
+  .openapi("RunUsage");
+
+/** Issue 25 §2: the run's cost; null when its model has no pricing or a call reported no usage. */
+const RunCostSchema = z
+  .object({ usd: z.string().openapi({ description: 'USD as an exact decimal string, e.g. "0.00125"', example: "0.00125" }) })
+  .nullable()
+  .openapi("RunCost");
+
 /** The run index pages newest first on (created_at, run_id), which never change once a run is queued. */
 const runPages = keyset<RunIndexRow, [string, string]>("runs", ["string", "string"], (r) => [r.created_at, r.run_id]);
 
@@ -76,6 +98,8 @@ const adminRunRoute = createRoute({
             tool_calls: z.array(
               z.object({ request: z.record(z.string(), z.unknown()).nullable(), response: z.record(z.string(), z.unknown()).nullable() }),
             ),
+            usage: RunUsageSchema,
+            cost: RunCostSchema,
           }),
         },
       },
@@ -107,6 +131,8 @@ export function adminRunRoutes(): OpenAPIHono<AppEnv> {
         trace: detail.trace,
         manifests: detail.manifests.map((m) => ({ turn_id: m.turnId, created_at: m.createdAt, manifest: m.manifest })),
         tool_calls: detail.toolCalls,
+        usage: detail.usage,
+        cost: detail.cost,
       },
       200,
     );
