@@ -10,6 +10,7 @@
 import { z } from "zod";
 import { AGENT_ID } from "../sessions/keys";
 import { HoneypotConfig } from "../tools/honeypot";
+import { checkUrl } from "../tools/net-policy";
 
 /** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
 export const ProviderId = z
@@ -496,6 +497,14 @@ export const GatewayConfig = z
     c.usage.alerts.forEach((a, i) => {
       if (a.scope === "agent" && !Object.hasOwn(c.agents, a.id))
         ctx.addIssue({ code: "custom", path: ["usage", "alerts", i, "id"], message: `unknown agent "${a.id}"` });
+      // The outbound rules of job and completion webhooks (checked again at send time): no private or special address.
+      const hook = a.webhook === undefined ? null : checkUrl(a.webhook);
+      if (hook && !hook.ok)
+        ctx.addIssue({
+          code: "custom",
+          path: ["usage", "alerts", i, "webhook"],
+          message: `not an allowed outbound URL (${hook.reason}): no credentials, default port, no private or special-purpose address`,
+        });
     });
   });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;

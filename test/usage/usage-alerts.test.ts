@@ -132,6 +132,18 @@ describe("ISSUE25-2 budget alerts", () => {
       [{ scope: "caller", id: "api:bob", period: "week", tokens: 1 }, /period/],
       [{ scope: "caller", id: "api:bob", period: "day", costUsd: 0.0000001 }, /6 decimal places/],
       [{ scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "http://example.com/x" }, /webhook/],
+      [
+        { scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://127.0.0.1/x" },
+        /webhook.*not an allowed outbound URL/,
+      ],
+      [
+        { scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://user:pw@example.com/x" },
+        /alerts\[0\]\.webhook/,
+      ],
+      [
+        { scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://metadata.google.internal/x" },
+        /webhook.*not an allowed outbound URL/,
+      ],
     ];
     for (const [alert, message] of bad)
       expect(() => runConfig(host, { usage: { alerts: [alert] } }), JSON.stringify(alert)).toThrow(message);

@@ -5,8 +5,11 @@
  * period under concurrency). Providers are scripted at the network boundary (test/support/outbound.ts).
  */
 import { env } from "cloudflare:workers";
+import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { type RunUsageColumns, runIndexStatement } from "../../src/runs/index-d1";
+import type { RunSpec } from "../../src/runs/spec";
+import { runUsageColumns } from "../../src/usage/ship";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { ADMIN, ALICE, appFor, BOB, call, registerTestTools, runDetail, startRun, until, waitForRun } from "../support/runs";
 
@@ -154,6 +157,71 @@ describe("ISSUE25-2 tokens and cost per run", () => {
     });
     // No pricing, no cache hit: exactly the standard block, as before.
     expect(res2.body.usage).toEqual({ prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 });
+  });
+});
+
+describe("ISSUE25-2 streamed usage and job keys", () => {
+  it("ISSUE25-2 a streamed completion's usage chunk (include_usage) carries the same exact counts, cached tokens and cost", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [
+      {
+        content: "streamed",
+        usage: { prompt_tokens: 2000, completion_tokens: 100, total_tokens: 2100, prompt_tokens_details: { cached_tokens: 1000 } },
+      },
+    ]);
+    const agentId = `use-${uid()}`;
+    const app = appFor(runConfig(host, { agentId, model: { pricing: PRICING, supportsStreaming: true } }));
+    const client = new OpenAI({
+      apiKey: ALICE,
+      baseURL: "https://gateway.test/v1",
+      maxRetries: 0,
+      fetch: async (input: string | URL | Request, init?: RequestInit) =>
+        app.request(input instanceof Request ? input : String(input), init, env),
+    });
+    const stream = await client.chat.completions.create({
+      model: `agent:${agentId}`,
+      messages: [{ role: "user", content: "stream" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+    for await (const c of stream) chunks.push(c);
+    // 1000 × 2.5e6 + 1000 × 1.25e6 + 100 × 1e7 = 4.75e9 pico-USD.
+    expect(chunks.at(-1)?.usage).toEqual({
+      prompt_tokens: 2000,
+      completion_tokens: 100,
+      total_tokens: 2100,
+      prompt_tokens_details: { cached_tokens: 1000 },
+      cost_usd: "0.00475",
+    });
+  });
+
+  it("ISSUE25-2 a job run's usage is keyed by its job and its caller job:<id>; other runs by their caller and no job", () => {
+    const spec = (caller?: string) => ({ model: { ref: "p:m" }, ...(caller ? { caller } : {}) }) as unknown as RunSpec;
+    const source = {
+      agent_id: "main",
+      created_at: "2026-11-26T10:00:00.000Z",
+      spec: null,
+      model_calls: 2,
+      unreported_calls: 0,
+      uncosted_calls: 0,
+      reported_prompt_tokens: 10,
+      reported_completion_tokens: 5,
+      cached_tokens: 0,
+      cost_pico: 7,
+    };
+    expect(runUsageColumns({ ...source, caller_id: null, source: "job" }, spec("job:nightly"))).toMatchObject({
+      caller: "job:nightly",
+      job_id: "nightly",
+      model: "p:m",
+      requests: 2,
+    });
+    expect(runUsageColumns({ ...source, caller_id: "alice", source: "http" }, spec())).toMatchObject({ caller: "api:alice", job_id: "" });
+    expect(runUsageColumns({ ...source, caller_id: null, source: "telegram" }, spec("telegram:bot:42"))).toMatchObject({
+      caller: "telegram:bot:42",
+      job_id: "",
+    });
+    expect(runUsageColumns({ ...source, caller_id: null, source: "http" }, spec())).toMatchObject({ caller: "agent:main", job_id: "" });
   });
 });
 
