@@ -9,6 +9,7 @@ import { usdOfPico } from "../usage/cost";
 import type { FiredAlert } from "../usage/ship";
 import type { SessionContext } from "./context";
 import { enqueueSessionAudit } from "./session-audit";
+import { metaValue, setMeta } from "./session-store";
 
 /** What an alert reports: which alert, the period and its totals when it fired, and the run whose usage crossed it. */
 function alertPayload(f: FiredAlert): Record<string, unknown> {
@@ -36,8 +37,8 @@ export async function recordFiredAlerts(cx: SessionContext, fired: readonly Fire
   cx.storage.transactionSync(() => {
     fired.forEach((f, i) => {
       const marker = `usage_alert:${ids[i]}`;
-      if (cx.sql.one`SELECT 1 AS x FROM session_meta WHERE key = ${marker}`) return;
-      cx.sql.run`INSERT INTO session_meta (key, value) VALUES (${marker}, ${new Date().toISOString()})`;
+      if (metaValue(cx.sql, marker) !== undefined) return;
+      setMeta(cx.sql, marker, new Date().toISOString());
       const payload = alertPayload(f);
       enqueueSessionAudit(cx, "usage.alert", "system", payload, f.runId);
       const hook = f.alert.webhook;

@@ -8,6 +8,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { outboxSize } from "../../src/audit/outbox";
 import { indexBacklog } from "../../src/sessions/index-outbox-store";
+import { recordFiredAlerts } from "../../src/sessions/usage-alerts";
+import { type AlertSpec, alertSpecs } from "../../src/usage/alerts";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { ADMIN, appFor, BOB, call, startRun, until, waitForRun } from "../support/runs";
 import { inSession } from "../support/session";
@@ -136,10 +138,7 @@ describe("ISSUE25-2 budget alerts", () => {
         { scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://127.0.0.1/x" },
         /webhook.*not an allowed outbound URL/,
       ],
-      [
-        { scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://user:pw@example.com/x" },
-        /alerts\[0\]\.webhook/,
-      ],
+      [{ scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://user:pw@example.com/x" }, /alerts\[0\]\.webhook/],
       [
         { scope: "caller", id: "api:bob", period: "day", tokens: 1, webhook: "https://metadata.google.internal/x" },
         /webhook.*not an allowed outbound URL/,
@@ -200,13 +199,12 @@ describe("ISSUE25-2 usage survives D1 failures", () => {
         { content: "two", usage: { prompt_tokens: 200, completion_tokens: 20, total_tokens: 220 } },
       ]);
       const agentId = `d1f-${uid()}`;
-      const app = appFor(
-        runConfig(host, {
-          agentId,
-          model: { pricing: { inputPerMillion: 3, outputPerMillion: 15 } },
-          usage: { alerts: [{ scope: "agent", id: agentId, period: "month", costUsd: 0.0005 }] },
-        }),
-      );
+      const config = runConfig(host, {
+        agentId,
+        model: { pricing: { inputPerMillion: 3, outputPerMillion: 15 } },
+        usage: { alerts: [{ scope: "agent", id: agentId, period: "month", costUsd: 0.0005 }] },
+      });
+      const app = appFor(config);
       const room = `room-${uid()}`;
       const key = `agent:${agentId}:http:alice~${room}:dm:u-usage`;
       const stub = env.SESSIONS.getByName(key);
@@ -245,6 +243,16 @@ describe("ISSUE25-2 usage survives D1 failures", () => {
       await until(async () => (await auditEvents(app, agentId, "usage.alert")).length >= 1, 15_000);
       const events = await auditEvents(app, agentId, "usage.alert");
       expect(events.map((e) => [e.run_id, e.payload.cost_usd, e.payload.tokens])).toEqual([[b.body.id, "0.00135", 330]]);
+      // The same claim read back once more (a listing and a pass sending the same rows): recorded once only.
+      const [alert] = alertSpecs(config, agentId);
+      const again = await inSession(stub, async (cx) => {
+        const before = outboxSize(cx.sql);
+        const queued = await recordFiredAlerts(cx, [
+          { alert: alert as AlertSpec, runId: b.body.id, period: today().slice(0, 7), tokens: 330, costPico: "1350000000" },
+        ]);
+        return { queued, added: outboxSize(cx.sql) - before };
+      });
+      expect(again).toEqual({ queued: false, added: 0 });
     });
   }
 });
