@@ -422,91 +422,93 @@ export const SetupConfig = z.strictObject({
 });
 export type SetupConfig = z.infer<typeof SetupConfig>;
 
-export const GatewayConfig = z
-  .strictObject({
-    http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
-    models: z.strictObject({
-      /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
-      default: ModelRefInput.optional(),
-      providers: z.record(ProviderId, ProviderConfig),
-    }),
-    agents: z
-      .record(
-        AgentId.refine(
-          (id) => id !== GATEWAY_AUDIT_AGENT,
-          `"${GATEWAY_AUDIT_AGENT}" is reserved: the gateway's own audit stream (admin changes) has that id`,
-        ),
-        AgentConfig,
-      )
-      .default({}),
-    /** Chat channels: Telegram, Slack, Discord, Standard Webhooks (each off unless enabled). */
-    channels: ChannelsConfig.default({
-      telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
-      slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
-      discord: { enabled: false, apiBaseUrl: "https://discord.com/api/v10" },
-      standard: { enabled: false },
-      secretRotationOverlapSeconds: 86_400,
-    }),
-    /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
-    tools: z
-      .strictObject({
-        policy: ToolPolicyConfig.default({
-          id: "default",
-          risks: ["read_only", "draft_only", "side_effect"],
-          approvalRequired: ["side_effect"],
-          channels: {},
-          approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
-        }),
-        callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
-      })
-      .default({
-        policy: {
-          id: "default",
-          risks: ["read_only", "draft_only", "side_effect"],
-          approvalRequired: ["side_effect"],
-          channels: {},
-          approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
-        },
-        callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
+/** The configuration's keys; `GatewayConfig` adds the rules across them. */
+const GatewayConfigObject = z.strictObject({
+  http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
+  models: z.strictObject({
+    /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
+    default: ModelRefInput.optional(),
+    providers: z.record(ProviderId, ProviderConfig),
+  }),
+  agents: z
+    .record(
+      AgentId.refine(
+        (id) => id !== GATEWAY_AUDIT_AGENT,
+        `"${GATEWAY_AUDIT_AGENT}" is reserved: the gateway's own audit stream (admin changes) has that id`,
+      ),
+      AgentConfig,
+    )
+    .default({}),
+  /** Chat channels: Telegram, Slack, Discord, Standard Webhooks (each off unless enabled). */
+  channels: ChannelsConfig.default({
+    telegram: { enabled: false, apiBaseUrl: "https://api.telegram.org" },
+    slack: { enabled: false, apiBaseUrl: "https://slack.com/api" },
+    discord: { enabled: false, apiBaseUrl: "https://discord.com/api/v10" },
+    standard: { enabled: false },
+    secretRotationOverlapSeconds: 86_400,
+  }),
+  /** The tool policy (S1 §3.2, §3.3): risk classes, channels per tool, approvals. Agents allowlist tools by name. */
+  tools: z
+    .strictObject({
+      policy: ToolPolicyConfig.default({
+        id: "default",
+        risks: ["read_only", "draft_only", "side_effect"],
+        approvalRequired: ["side_effect"],
+        channels: {},
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
       }),
-    runs: RunsConfig.default({
-      maxToolRounds: 8,
-      maxToolCallsPerTurn: 16,
-      maxToolCallsPerRun: 64,
-      toolTimeoutMs: { min: 1000, max: 120_000 },
-      providerAttempts: 3,
-      providerTimeoutMs: 60_000,
-      failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
+      callbacks: ToolCallbacksConfig.default({ retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 }),
+    })
+    .default({
+      policy: {
+        id: "default",
+        risks: ["read_only", "draft_only", "side_effect"],
+        approvalRequired: ["side_effect"],
+        channels: {},
+        approvals: { ttlSeconds: 3600, maxPendingPerAgent: 20, maxPendingPerCaller: 5 },
+      },
+      callbacks: { retentionSeconds: 300, sandboxTokenTtlSeconds: 3600 },
     }),
-    logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
-    /** The OpenAI-compatible front door (docs/openai.md). */
-    openai: OpenAICompatConfig.default({ aliases: {}, systemMessages: "as_user", waitSeconds: 120 }),
-    /** The cron tick and job notifications (S3 §4). Jobs themselves live in D1, managed through /api/admin/jobs. */
-    scheduler: SchedulerConfig.default({
-      maxFiringsPerTick: 200,
-      dispatchConcurrency: 16,
-      notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
-    }),
-    limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
-    /** Who may start S5 setup sessions, whose tools save the agent's service commands (docs/configuration.md). */
-    setup: SetupConfig.default({ allowedCallers: [] }),
-    /** Issue 25 §2: budget alerts on usage (docs/configuration.md "Usage and cost"). */
-    usage: UsageConfig.default({ alerts: [] }),
-  })
-  .superRefine((c, ctx) => {
-    c.usage.alerts.forEach((a, i) => {
-      if (a.scope === "agent" && !Object.hasOwn(c.agents, a.id))
-        ctx.addIssue({ code: "custom", path: ["usage", "alerts", i, "id"], message: `unknown agent "${a.id}"` });
-      // The outbound rules of job and completion webhooks (checked again at send time): no private or special address.
-      const hook = a.webhook === undefined ? null : checkUrl(a.webhook);
-      if (hook && !hook.ok)
-        ctx.addIssue({
-          code: "custom",
-          path: ["usage", "alerts", i, "webhook"],
-          message: `not an allowed outbound URL (${hook.reason}): no credentials, default port, no private or special-purpose address`,
-        });
-    });
+  runs: RunsConfig.default({
+    maxToolRounds: 8,
+    maxToolCallsPerTurn: 16,
+    maxToolCallsPerRun: 64,
+    toolTimeoutMs: { min: 1000, max: 120_000 },
+    providerAttempts: 3,
+    providerTimeoutMs: 60_000,
+    failureLoop: { failuresToRecover: 2, failuresInRecoveryToEscalate: 3, successesToClear: 2 },
+  }),
+  logging: LoggingConfig.default({ level: "info", debugContent: { enabled: false, redactEmails: true, redactPhones: true } }),
+  /** The OpenAI-compatible front door (docs/openai.md). */
+  openai: OpenAICompatConfig.default({ aliases: {}, systemMessages: "as_user", waitSeconds: 120 }),
+  /** The cron tick and job notifications (S3 §4). Jobs themselves live in D1, managed through /api/admin/jobs. */
+  scheduler: SchedulerConfig.default({
+    maxFiringsPerTick: 200,
+    dispatchConcurrency: 16,
+    notify: { maxAttempts: 6, retryBaseMs: 30_000, timeoutMs: 10_000 },
+  }),
+  limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
+  /** Who may start S5 setup sessions, whose tools save the agent's service commands (docs/configuration.md). */
+  setup: SetupConfig.default({ allowedCallers: [] }),
+  /** Issue 25 §2: budget alerts on usage (docs/configuration.md "Usage and cost"). */
+  usage: UsageConfig.default({ alerts: [] }),
+});
+
+/** The gateway configuration: its keys, and the rules across them (an alert's agent exists; its webhook is allowed). */
+export const GatewayConfig = GatewayConfigObject.superRefine((c, ctx) => {
+  c.usage.alerts.forEach((a, i) => {
+    if (a.scope === "agent" && !Object.hasOwn(c.agents, a.id))
+      ctx.addIssue({ code: "custom", path: ["usage", "alerts", i, "id"], message: `unknown agent "${a.id}"` });
+    // The outbound rules of job and completion webhooks (checked again at send time): no private or special address.
+    const hook = a.webhook === undefined ? null : checkUrl(a.webhook);
+    if (hook && !hook.ok)
+      ctx.addIssue({
+        code: "custom",
+        path: ["usage", "alerts", i, "webhook"],
+        message: `not an allowed outbound URL (${hook.reason}): no credentials, default port, no private or special-purpose address`,
+      });
   });
+});
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 /** The config as written in the file, before defaults are applied. */
 export type GatewayConfigInput = z.input<typeof GatewayConfig>;
