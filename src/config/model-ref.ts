@@ -3,7 +3,7 @@
  * resolved against the configuration into everything a caller of the model
  * needs to know before any network call.
  */
-import type { GatewayConfig, ModelRefInput } from "./schema";
+import type { GatewayConfig, ModelPricing, ModelRefInput } from "./schema";
 
 /**
  * Local providers report or default to small windows; their effective context
@@ -26,6 +26,8 @@ export interface ResolvedModel {
   supportsStreaming: boolean;
   baseUrl: string;
   local: boolean;
+  /** Issue 25 §2: USD per million tokens, frozen with the run; absent = unpriced (cost null). */
+  pricing?: ModelPricing;
 }
 
 /** Why a model reference could not be resolved. */
@@ -96,6 +98,7 @@ export function resolveConfiguredModelRef(config: Pick<GatewayConfig, "models">,
     supportsStreaming: model.supportsStreaming,
     baseUrl: provider.baseUrl,
     local: provider.local,
+    ...(model.pricing ? { pricing: { ...model.pricing } } : {}),
   };
 }
 

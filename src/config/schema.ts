@@ -10,6 +10,7 @@
 import { z } from "zod";
 import { AGENT_ID } from "../sessions/keys";
 import { HoneypotConfig } from "../tools/honeypot";
+import { checkUrl } from "../tools/net-policy";
 
 /** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
 export const ProviderId = z
@@ -34,6 +35,24 @@ export type ModelRefInput = z.infer<typeof ModelRefInput>;
 export const StartupValidationMode = z.enum(["strict", "warn", "off"]);
 export type StartupValidationMode = z.infer<typeof StartupValidationMode>;
 
+/** Up to 6 decimals: a price of p USD per million tokens is then an exact integer of pico-USD per token (D-078). */
+const Usd = (max: number) =>
+  z
+    .number()
+    .min(0)
+    .max(max)
+    .refine((v) => Math.abs(v * 1e6 - Math.round(v * 1e6)) < 1e-6, "at most 6 decimal places");
+
+/** Issue 25 §2: what a model costs, in USD per million tokens (D-078). Without it the model's cost is null, not 0. */
+export const ModelPricing = z.strictObject({
+  /** Prompt tokens not served from the provider's cache. */
+  inputPerMillion: Usd(1000),
+  outputPerMillion: Usd(1000),
+  /** Prompt tokens the provider reports as cached (`prompt_tokens_details.cached_tokens`); the input price when absent. */
+  cachedInputPerMillion: Usd(1000).optional(),
+});
+export type ModelPricing = z.infer<typeof ModelPricing>;
+
 export const ModelConfig = z
   .strictObject({
     contextWindow: z.int().positive().max(10_000_000),
@@ -43,6 +62,8 @@ export const ModelConfig = z
     enabled: z.boolean().default(true),
     /** The id sent to the provider's API when it differs from the config's model id. */
     apiModelId: z.string().min(1).max(256).optional(),
+    /** Issue 25 §2: USD per million tokens; a model without it has cost null (D-078). */
+    pricing: ModelPricing.optional(),
   })
   .refine((m) => m.maxOutputTokens < m.contextWindow, {
     message: "maxOutputTokens must be smaller than contextWindow",
@@ -381,6 +402,36 @@ export const CallerLimitsConfig = z.strictObject({
   maxOpenStreamsPerCaller: z.int().min(1).max(1000).default(8),
 });
 
+/**
+ * Issue 25 §2 budget alerts (D-078): when the usage of an agent, or of a caller (src/runs/caller.ts key, e.g.
+ * `api:<caller id>`), reaches a threshold within a UTC day or month, one audit event `usage.alert` and, with
+ * `webhook`, one signed webhook — once per alert and period, whichever run crosses it.
+ */
+export const UsageAlert = z
+  .strictObject({
+    scope: z.enum(["agent", "caller"]),
+    /** The agent id (scope agent) or the caller key (scope caller: `api:<id>`, `job:<id>`, `telegram:<bot>:<user>`, …). */
+    id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$/, "an agent id or a caller key (letters, digits, _ . : @ + -)"),
+    period: z.enum(["day", "month"]),
+    /** Threshold in USD (cost of priced calls); exactly one of costUsd and tokens. */
+    costUsd: Usd(1_000_000)
+      .refine((v) => v > 0, "must be more than 0")
+      .optional(),
+    /** Threshold in provider-reported tokens (prompt + completion). */
+    tokens: z.int().positive().max(1_000_000_000_000).optional(),
+    /** An https URL to POST the alert to, signed with SCHEDULER_WEBHOOK_SECRET (Standard Webhooks). */
+    webhook: z
+      .url({ protocol: /^https$/ })
+      .max(2048)
+      .optional(),
+  })
+  .refine((a) => (a.costUsd === undefined) !== (a.tokens === undefined), { message: "set exactly one of costUsd and tokens" });
+export type UsageAlert = z.infer<typeof UsageAlert>;
+
+export const UsageConfig = z.strictObject({
+  alerts: z.array(UsageAlert).max(1000).default([]),
+});
+
 /** S5 setup sessions (`POST /v1/runs` with `session_type: "setup"`): who may start one. */
 export const SetupConfig = z.strictObject({
   /** API caller ids (the `callerId` of `GATEWAY_API_TOKENS`) allowed to start setup sessions; empty: none. */
@@ -391,7 +442,8 @@ export const SetupConfig = z.strictObject({
 });
 export type SetupConfig = z.infer<typeof SetupConfig>;
 
-export const GatewayConfig = z.strictObject({
+/** The configuration's keys; `GatewayConfig` adds the rules across them. */
+const GatewayConfigObject = z.strictObject({
   http: HttpConfig.default({ maxBodyBytes: 1024 * 1024, idempotency: { retentionSeconds: 86_400 } }),
   models: z.strictObject({
     /** The gateway-wide default model ref; may be omitted when exactly one provider declares `defaults.model`. */
@@ -458,6 +510,24 @@ export const GatewayConfig = z.strictObject({
   limits: CallerLimitsConfig.default({ maxOpenStreamsPerCaller: 8 }),
   /** Who may start S5 setup sessions, whose tools save the agent's service commands (docs/configuration.md). */
   setup: SetupConfig.default({ allowedCallers: [] }),
+  /** Issue 25 §2: budget alerts on usage (docs/configuration.md "Usage and cost"). */
+  usage: UsageConfig.default({ alerts: [] }),
+});
+
+/** The gateway configuration: its keys, and the rules across them (an alert's agent exists; its webhook is allowed). */
+export const GatewayConfig = GatewayConfigObject.superRefine((c, ctx) => {
+  c.usage.alerts.forEach((a, i) => {
+    if (a.scope === "agent" && !Object.hasOwn(c.agents, a.id))
+      ctx.addIssue({ code: "custom", path: ["usage", "alerts", i, "id"], message: `unknown agent "${a.id}"` });
+    // The outbound rules of job and completion webhooks (checked again at send time): no private or special address.
+    const hook = a.webhook === undefined ? null : checkUrl(a.webhook);
+    if (hook && !hook.ok)
+      ctx.addIssue({
+        code: "custom",
+        path: ["usage", "alerts", i, "webhook"],
+        message: `not an allowed outbound URL (${hook.reason}): no credentials, default port, no private or special-purpose address`,
+      });
+  });
 });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 /** The config as written in the file, before defaults are applied. */

@@ -10,11 +10,21 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** OpenAI's own field, present when the provider reported cached prompt tokens (issue 25 §2). */
+  prompt_tokens_details?: { cached_tokens: number };
+  /** The gateway's extra field: the run's cost in USD (exact decimal string), when its model is priced (D-078). */
+  cost_usd?: string;
 }
 
-/** Token usage from the provider's figures, summed over the run's model calls. */
-export function usageOf(u: { prompt_tokens: number; completion_tokens: number }): Usage {
-  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens };
+/** Token usage from the provider's figures, summed over the run's model calls; cached tokens and cost where known. */
+export function usageOf(u: { prompt_tokens: number; completion_tokens: number; cached_tokens?: number; cost_usd?: string }): Usage {
+  return {
+    prompt_tokens: u.prompt_tokens,
+    completion_tokens: u.completion_tokens,
+    total_tokens: u.prompt_tokens + u.completion_tokens,
+    ...(u.cached_tokens !== undefined ? { prompt_tokens_details: { cached_tokens: u.cached_tokens } } : {}),
+    ...(u.cost_usd !== undefined ? { cost_usd: u.cost_usd } : {}),
+  };
 }
 
 /** The completion id of a run: the run id stays traceable (`GET /v1/runs/{run_id}`, the audit log). */
@@ -34,7 +44,18 @@ export const ChatCompletion = z
         logprobs: z.null(),
       }),
     ),
-    usage: z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int() }),
+    usage: z.object({
+      prompt_tokens: z.number().int(),
+      completion_tokens: z.number().int(),
+      total_tokens: z.number().int(),
+      prompt_tokens_details: z
+        .object({ cached_tokens: z.number().int() })
+        .optional()
+        .openapi({ description: "When the provider reported cached prompt tokens" }),
+      cost_usd: z.string().optional().openapi({
+        description: "Gateway extension: the run's cost in USD, an exact decimal string; absent when its model has no pricing",
+      }),
+    }),
     system_fingerprint: z.null(),
   })
   .openapi("OpenAIChatCompletion");

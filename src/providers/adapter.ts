@@ -9,6 +9,7 @@
  */
 import OpenAI from "openai";
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import type { CompletionUsage } from "openai/resources/completions";
 import type { ResolvedModel } from "../config/model-ref";
 import { GatewayError } from "../errors";
 import { wireNameMap } from "../tools/wire-names";
@@ -42,7 +43,8 @@ export interface ChatResult {
   content: string;
   toolCalls: ToolCall[];
   finishReason: string;
-  usage: { promptTokens: number; completionTokens: number; totalTokens: number } | null;
+  /** As the provider reported it; null when it reported none. `cachedTokens`: `prompt_tokens_details.cached_tokens`, where reported. */
+  usage: { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number } | null;
   /** Requests made, retries included. */
   attempts: number;
 }
@@ -173,15 +175,18 @@ export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<Ch
     content: choice.message.content ?? "",
     toolCalls,
     finishReason: choice.finish_reason ?? "unknown",
-    usage: completion.usage
-      ? {
-          promptTokens: completion.usage.prompt_tokens,
-          completionTokens: completion.usage.completion_tokens,
-          totalTokens: completion.usage.total_tokens,
-        }
-      : null,
+    usage: completion.usage ? usageOf(completion.usage) : null,
     attempts,
   };
+}
+
+/** The provider's usage block as the gateway keeps it (issue 25 §2: the cached part of the prompt where reported). */
+function usageOf(u: CompletionUsage): NonNullable<ChatResult["usage"]> {
+  const cached = u.prompt_tokens_details?.cached_tokens;
+  const base = { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens, totalTokens: u.total_tokens };
+  return typeof cached === "number" && Number.isInteger(cached) && cached >= 0
+    ? { ...base, cachedTokens: Math.min(cached, u.prompt_tokens) }
+    : base;
 }
 
 export type StreamEvent = { type: "delta"; content: string } | { type: "done"; result: ChatResult };
@@ -212,12 +217,7 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
   let choices = 0;
   try {
     for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
-      if (chunk.usage)
-        usage = {
-          promptTokens: chunk.usage.prompt_tokens,
-          completionTokens: chunk.usage.completion_tokens,
-          totalTokens: chunk.usage.total_tokens,
-        };
+      if (chunk.usage) usage = usageOf(chunk.usage);
       const choice = chunk.choices?.[0];
       if (!choice) continue;
       choices++;

@@ -86,25 +86,67 @@ export function runIndexRow(runId: string, sessionKey: string, s: RunIndexSource
   };
 }
 
-/** Creates or updates a run's index row. */
+/**
+ * Issue 25 §2 (migrations/0020_usage.sql, D-078): the run's usage so far, carried by its index row. The table's
+ * triggers add each change of `requests` to the usage rollups, so the usage costs the run-stop batch no statement.
+ */
+export interface RunUsageColumns {
+  /** The caller key (src/runs/caller.ts); null before the run is known to the shipper. */
+  caller: string | null;
+  /** '' for runs no job started. */
+  job_id: string;
+  /** `provider:model`. */
+  model: string;
+  requests: number;
+  unreported_requests: number;
+  uncosted_requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  /** Pico-USD (10^-12 USD) of the costed requests. */
+  cost_pico: number;
+}
+
+/** Usage columns of a run with no model call yet. */
+export const NO_RUN_USAGE: RunUsageColumns = {
+  caller: null,
+  job_id: "",
+  model: "",
+  requests: 0,
+  unreported_requests: 0,
+  uncosted_requests: 0,
+  prompt_tokens: 0,
+  completion_tokens: 0,
+  cached_tokens: 0,
+  cost_pico: 0,
+};
+
+/** Creates or updates a run's index row (without usage: a run that made no model call, or a test's listing). */
 export async function indexRun(db: D1Database, r: RunIndexRow): Promise<void> {
-  await runIndexStatement(db, r).run();
+  await runIndexStatement(db, r, NO_RUN_USAGE).run();
 }
 
 /**
- * The upsert of a run's index row, for a batch. Idempotent, and never moves a row back to an older state: a batch
- * retried (or delivered late by an evicted instance) after a newer one changes nothing.
+ * The upsert of a run's index row (with its usage), for a batch. Idempotent, and never moves a row back to an older
+ * state: a batch retried (or delivered late by an evicted instance) after a newer one changes nothing — nor, then,
+ * do the usage triggers, which count a change of `requests` only.
  */
-export function runIndexStatement(db: D1Database, r: RunIndexRow): D1PreparedStatement {
+export function runIndexStatement(db: D1Database, r: RunIndexRow, u: RunUsageColumns): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO runs (run_id, agent_id, session_key, session_id, caller_id, source, status, created_at, updated_at,
-                         message_preview, output_preview, duration_ms, rounds, tool_calls)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                         message_preview, output_preview, duration_ms, rounds, tool_calls,
+                         caller, job_id, model, requests, unreported_requests, uncosted_requests, prompt_tokens,
+                         completion_tokens, cached_tokens, cost_pico)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)
        ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at,
          message_preview = excluded.message_preview, output_preview = excluded.output_preview,
-         duration_ms = excluded.duration_ms, rounds = excluded.rounds, tool_calls = excluded.tool_calls
-       WHERE excluded.updated_at >= runs.updated_at`,
+         duration_ms = excluded.duration_ms, rounds = excluded.rounds, tool_calls = excluded.tool_calls,
+         caller = excluded.caller, job_id = excluded.job_id, model = excluded.model, requests = excluded.requests,
+         unreported_requests = excluded.unreported_requests, uncosted_requests = excluded.uncosted_requests,
+         prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
+         cached_tokens = excluded.cached_tokens, cost_pico = excluded.cost_pico
+       WHERE excluded.updated_at >= runs.updated_at AND excluded.requests >= runs.requests`,
     )
     .bind(
       r.run_id,
@@ -121,6 +163,16 @@ export function runIndexStatement(db: D1Database, r: RunIndexRow): D1PreparedSta
       r.duration_ms ?? null,
       r.rounds ?? null,
       r.tool_calls ?? null,
+      u.caller,
+      u.job_id,
+      u.model,
+      u.requests,
+      u.unreported_requests,
+      u.uncosted_requests,
+      u.prompt_tokens,
+      u.completion_tokens,
+      u.cached_tokens,
+      u.cost_pico,
     );
 }
 

@@ -11,12 +11,13 @@ import { type ChatResult, chat, ProviderError, streamChat, type ToolSpec } from 
 import { resolveBoundProviderKey } from "../providers/api-key";
 import { redactPersonalData, redactText, secretValuesFromEnv } from "../security/redact";
 import type { ToolDefinition } from "../tools/registry";
+import { callCostPico } from "../usage/cost";
 import { runCallerKey } from "./caller";
 import type { Finish, RunContext } from "./host";
 import { recordModelFailure, recordStream } from "./round-commits";
 import type { RoundPrompt } from "./round-prompt";
 import type { RunSpec } from "./spec";
-import type { RunRow } from "./store";
+import type { CallUsage, RunRow } from "./store";
 import { streamRelease } from "./stream-release";
 import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
 import { noteModelCall } from "./turn-line";
@@ -24,11 +25,11 @@ import { noteModelCall } from "./turn-line";
 /** Tokens held against the daily budgets until the call settles; null when the agent sets no budget. */
 export type BudgetHold = { day: string; reserved: number; caller: string | null; keyId?: string } | null;
 
-/** A model call's usage as the run counts it (estimated when the provider reports none). */
-export interface RoundUsage {
-  promptTokens: number;
-  completionTokens: number;
-}
+/**
+ * A model call's usage as the run counts it (estimated when the provider reports none, for the budgets and the
+ * OpenAI `usage` block), and — issue 25 §2 — what the provider reported (null: nothing) and the call's cost.
+ */
+export type RoundUsage = CallUsage;
 
 /** A successful model call: its result, usage, and when it started (for latencies). */
 export interface ModelAnswer {
@@ -117,12 +118,8 @@ export async function callModel(
     }
     throw err;
   }
-  const usage = result.usage ?? {
-    promptTokens: rp.estimated,
-    completionTokens: estimateMessagesTokens([{ content: result.content }]),
-    totalTokens: 0,
-  };
-  const total = usage.totalTokens || usage.promptTokens + usage.completionTokens;
+  const usage = callUsage(spec, result, rp.estimated);
+  const total = result.usage?.totalTokens || usage.promptTokens + usage.completionTokens;
   if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, total).catch(() => {});
   if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
   noteModelCall(ctx, run.id, {
@@ -134,6 +131,26 @@ export async function callModel(
     latency_ms: Date.now() - started,
   });
   return { ok: true, answer: { result, usage, started } };
+}
+
+/** The call's usage: the provider's figures (and their cost, when the model is priced), else estimates and no cost. */
+function callUsage(spec: RunSpec, result: ChatResult, estimated: number): RoundUsage {
+  const u = result.usage;
+  if (!u)
+    return {
+      promptTokens: estimated,
+      completionTokens: estimateMessagesTokens([{ content: result.content }]),
+      reported: null,
+      costPico: null,
+    };
+  const reported = { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens ?? 0 };
+  const pricing = spec.model.pricing;
+  return {
+    promptTokens: u.promptTokens,
+    completionTokens: u.completionTokens,
+    reported,
+    costPico: pricing ? callCostPico(pricing, reported) : null,
+  };
 }
 
 /** The provider request itself: one chat call, or a stream read to its end. */

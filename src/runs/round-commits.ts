@@ -81,14 +81,21 @@ export function commitModelReply(ctx: RunContext, run: RunRow, round: number, an
   const { sql, storage } = ctx.host;
   const { result, usage } = answer;
   storage.transactionSync(() => {
-    addRunUsage(sql, run.id, usage.promptTokens, usage.completionTokens);
+    addRunUsage(sql, run.id, usage);
     appendTrace(sql, run.id, "llm_done", {
       round,
       ok: true,
       finish_reason: result.finishReason,
       attempts: result.attempts,
       latency_ms: Date.now() - answer.started,
-      usage: { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens },
+      usage: {
+        prompt_tokens: usage.promptTokens,
+        completion_tokens: usage.completionTokens,
+        // Issue 25 §2: whether the provider reported these (false: estimates), the cached part, the cost (pico-USD).
+        reported: usage.reported !== null,
+        ...(usage.reported ? { cached_tokens: usage.reported.cached } : {}),
+        cost_pico: usage.costPico,
+      },
       tool_calls: reply.calls.length,
     });
     for (const t of reply.notesTraces) appendTrace(sql, run.id, t.kind, t.data as Record<string, unknown>);

@@ -12,6 +12,7 @@ import type { ContextCaps } from "../context/caps";
 import { deploymentConfig, type SecretOrigins, secretOrigins } from "../security/secret-origins";
 import type { HoneypotConfig } from "../tools/honeypot";
 import type { ToolPolicy } from "../tools/policy";
+import { type AlertSpec, alertSpecs } from "../usage/alerts";
 import type { FailureLoopConfig } from "./failure-loop";
 import type { KeyBudget } from "./token-budget";
 
@@ -72,6 +73,8 @@ export interface RunSpec {
   chatApprovals?: true;
   /** `logging.debugContent`: message text in the logs, for local providers only (absent on older runs). */
   debugContent?: { enabled: boolean; redactEmails: boolean; redactPhones: boolean };
+  /** Issue 25 §2: the budget alerts watching this run (its agent's and its caller's); absent = none (D-078). */
+  usageAlerts?: AlertSpec[];
 }
 
 /** Which configuration: the bundled file (version 0) or an admin-posted version, and its hash (src/config/versions.ts). */
@@ -94,6 +97,7 @@ function offersChatApprovals(agent: GatewayConfig["agents"][string], channel: st
 export function buildRunSpec(config: GatewayConfig, agentId: string, channel: string, ref?: ConfigRef): RunSpec {
   const agent = config.agents[agentId];
   if (!agent) throw new Error(`unknown agent "${agentId}"`);
+  const alerts = alertSpecs(config, agentId);
   return {
     agentId,
     channel,
@@ -131,6 +135,7 @@ export function buildRunSpec(config: GatewayConfig, agentId: string, channel: st
     // Without `ref` (tests) the config is the deployment's own.
     secretOrigins: secretOrigins(deploymentConfig(config, ref?.source)),
     ...(offersChatApprovals(agent, channel) ? { chatApprovals: true as const } : {}),
+    ...(alerts.length > 0 ? { usageAlerts: alerts } : {}),
   };
 }
 

@@ -33,6 +33,15 @@ export interface RunRow {
   prompt_tokens: number;
   completion_tokens: number;
   indexed: number;
+  /** Issue 25 §2 (schema v20): model calls answered, those with no usage reported, those with no cost known. */
+  model_calls: number;
+  unreported_calls: number;
+  uncosted_calls: number;
+  /** Provider-reported tokens only (prompt includes cached), and the cost of the costed calls in pico-USD. */
+  reported_prompt_tokens: number;
+  reported_completion_tokens: number;
+  cached_tokens: number;
+  cost_pico: number;
 }
 
 export function getRun(sql: Sql, runId: string): RunRow | undefined {
@@ -226,9 +235,25 @@ export function markRunCancelled(sql: Sql, runId: string, now: string): void {
   sql.run`UPDATE runs SET status = 'cancelled', output = '', finished_at = ${now}, updated_at = ${now} WHERE id = ${runId}`;
 }
 
-/** Adds a model call's token usage to the run. */
-export function addRunUsage(sql: Sql, runId: string, promptTokens: number, completionTokens: number): void {
-  sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${promptTokens}, completion_tokens = completion_tokens + ${completionTokens}
+/** One model call's usage as the run adds it up: counted tokens (estimated when unreported), what was reported, its cost. */
+export interface CallUsage {
+  promptTokens: number;
+  completionTokens: number;
+  /** The provider's own figures; null when it reported none. */
+  reported: { prompt: number; completion: number; cached: number } | null;
+  /** Pico-USD; null when the model has no pricing or no usage was reported. */
+  costPico: number | null;
+}
+
+/** Adds a model call's token usage (and, issue 25 §2, what the provider reported and its cost) to the run. */
+export function addRunUsage(sql: Sql, runId: string, u: CallUsage): void {
+  const r = u.reported;
+  sql.run`UPDATE runs SET prompt_tokens = prompt_tokens + ${u.promptTokens}, completion_tokens = completion_tokens + ${u.completionTokens},
+            model_calls = model_calls + 1, unreported_calls = unreported_calls + ${r ? 0 : 1},
+            uncosted_calls = uncosted_calls + ${u.costPico === null ? 1 : 0},
+            reported_prompt_tokens = reported_prompt_tokens + ${r?.prompt ?? 0},
+            reported_completion_tokens = reported_completion_tokens + ${r?.completion ?? 0},
+            cached_tokens = cached_tokens + ${r?.cached ?? 0}, cost_pico = cost_pico + ${u.costPico ?? 0}
           WHERE id = ${runId}`;
 }
 

@@ -21,7 +21,9 @@ import { GatewayError } from "../errors";
 import type { NotifySpec } from "../scheduler/notify";
 import { formatSessionKey, type SessionKey, sessionObjectName } from "../sessions/keys";
 import type { SessionDO } from "../sessions/SessionDO";
+import { alertsForCaller } from "../usage/alerts";
 import { type Admission, backlogClock, giveSlotBack, noteAdmitted, pendingBacklog } from "./backlog";
+import { requestCallerKey } from "./caller";
 import { type ConfigRef, cachedRunSpec, type RunSpec } from "./spec";
 import { type KeyBudget, keyTokensUsed, utcDay } from "./token-budget";
 
@@ -140,6 +142,10 @@ function runSpecOf(ctx: SubmitContext, turn: Turn): RunSpec {
   const spec = cachedRunSpec(ctx.config, turn.agentId, turn.channel, ctx.configRef);
   return {
     ...spec,
+    // Issue 25 §2: a run carries only the alerts that watch it (its agent's, its own caller's), not every caller's.
+    ...(spec.usageAlerts
+      ? { usageAlerts: alertsForCaller(spec.usageAlerts, turn.callerKey ?? requestCallerKey(turn.callerId, turn.agentId)) }
+      : {}),
     ...(turn.task ? { task: turn.task } : {}),
     ...(turn.callerKey !== undefined ? { caller: turn.callerKey } : {}),
     ...(turn.keyBudget ? { keyBudget: turn.keyBudget } : {}),

@@ -26,6 +26,7 @@ import { redactText } from "../security/redact";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
 import { checkUrl } from "../tools/net-policy";
+import { type DueAlertNotify, dueAlertNotifications, nextAlertNotifyAt } from "./alert-notify";
 import type { ChatNotifySpec } from "./chat-notify";
 import { armRunNotify, dueRunNotifications, enqueueRunNotify, nextRunNotifyAt, type RunNotifySpec, runWebhookIdFor } from "./run-notify";
 
@@ -103,9 +104,13 @@ function nextNotifyIn(sql: Sql, now: number): number | null {
     WHERE n.status = 'pending' AND n.channel = 'webhook' AND r.status IN ('completed', 'failed', 'cancelled')`;
   const settled = settledChatReplies(sql).length > 0 ? now : null;
   const unreported = sql.one<{ n: number }>`SELECT COUNT(*) AS n FROM notify_outbox WHERE reported = 0`;
-  const times = [due?.at ?? null, settled, unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null, nextRunNotifyAt(sql)].filter(
-    (t): t is number => t !== null,
-  );
+  const times = [
+    due?.at ?? null,
+    settled,
+    unreported && unreported.n > 0 ? now + REPORT_RETRY_MS : null,
+    nextRunNotifyAt(sql),
+    nextAlertNotifyAt(sql),
+  ].filter((t): t is number => t !== null);
   return times.length > 0 ? Math.min(...times) : null;
 }
 
@@ -158,6 +163,7 @@ export async function deliverNotifications(host: NotifyHost, now = Date.now()): 
   if (due === null) return; // no outbox: nothing was ever queued, nothing to report
   for (const row of due) await deliverOne(host, row);
   for (const run of dueRunNotifications(sql, now)) await deliverRunNotify(host, run);
+  for (const alert of dueAlertNotifications(sql, now)) await deliverAlertNotify(host, alert);
   followChatReplies(host);
   await reportToD1(host);
 }
@@ -257,6 +263,14 @@ async function deliverRunNotify(
   await sendAndRecord(host, row, row.body, { audit: "run.notify", base, reported: 1 });
 }
 
+/** A budget alert's webhook (alert-notify.ts): its fixed body, audited on the run whose usage fired it. */
+async function deliverAlertNotify(host: NotifyHost, row: DueAlertNotify): Promise<void> {
+  const { run_id: runId } = JSON.parse(row.settings) as { run_id: string };
+  const onRun: NotifyHost = { ...host, audit: (type, _key, payload) => host.audit(type, runId, payload) };
+  const base = { channel: "alert", webhook_id: row.webhook_id };
+  await sendAndRecord(onRun, row, row.body, { audit: "usage.alert.notify", base, reported: 1 });
+}
+
 /**
  * Sends one attempt of an armed notification and records it in one transaction: delivered, retried later with the
  * same id and body (4× backoff), or given up — each audited as `<audit>.delivered|retrying|failed`. `reported` 0
@@ -264,7 +278,7 @@ async function deliverRunNotify(
  */
 async function sendAndRecord(
   host: NotifyHost,
-  row: OutboxRow,
+  row: Pick<OutboxRow, "run_id" | "settings" | "attempts" | "target" | "webhook_id">,
   body: string,
   o: { audit: string; base: Record<string, unknown>; reported: 0 | 1 },
 ): Promise<void> {

@@ -6,7 +6,10 @@
  * writes it. `INSERT OR REPLACE` gives a changed row a new id: the shipper deletes only the ids it shipped, so a
  * change made while a batch is in flight is shipped by the next one. The only module with SQL for this table.
  */
+
+import type { RunIndexSource } from "../runs/index-d1";
 import type { Sql } from "../storage/sql";
+import type { RunUsageSource } from "../usage/ship";
 
 /** What an index row describes (one D1 table each). */
 export type IndexKind = "run" | "approval" | "session" | "generation" | "audit_stream";
@@ -83,26 +86,17 @@ export const PREVIEW_SOURCE_CHARS = 400;
 
 /**
  * The run fields a D1 run index row carries, or undefined when the run is gone: with the heads of its user message
- * (the transcript's row, redacted when it was stored) and of its output, for the previews (D-079).
+ * (the transcript's row, redacted when it was stored) and of its output, for the previews (D-079), and its usage
+ * (issue 25 §2, D-078).
  */
 export function runIndexSource(sql: Sql, runId: string) {
-  return sql.one<{
-    agent_id: string;
-    session_id: string;
-    caller_id: string | null;
-    source: string;
-    status: string;
-    created_at: string;
-    updated_at: string;
-    started_at: string | null;
-    finished_at: string | null;
-    rounds: number;
-    tool_calls: number;
-    message_head: string | null;
-    output_head: string | null;
-  }>`SELECT r.agent_id, r.session_id, r.caller_id, r.source, r.status, r.created_at, r.updated_at, r.started_at, r.finished_at,
-            r.rounds, r.tool_calls, substr(t.content, 1, ${PREVIEW_SOURCE_CHARS}) AS message_head,
-            substr(r.output, 1, ${PREVIEW_SOURCE_CHARS}) AS output_head
+  return sql.one<
+    { [K in keyof RunIndexSource]: RunIndexSource[K] } & RunUsageSource
+  >`SELECT r.agent_id, r.session_id, r.caller_id, r.source, r.status,
+            r.created_at, r.updated_at, r.started_at, r.finished_at, r.rounds, r.tool_calls,
+            substr(t.content, 1, ${PREVIEW_SOURCE_CHARS}) AS message_head, substr(r.output, 1, ${PREVIEW_SOURCE_CHARS}) AS output_head,
+            r.spec, r.model_calls, r.unreported_calls, r.uncosted_calls, r.reported_prompt_tokens,
+            r.reported_completion_tokens, r.cached_tokens, r.cost_pico
        FROM runs r LEFT JOIN transcript t ON t.seq = r.message_seq WHERE r.id = ${runId}`;
 }
 

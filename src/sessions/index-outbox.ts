@@ -7,7 +7,9 @@
  */
 import { auditStreamStatement } from "../audit/streams";
 import { type ApprovalIndexRow, approvalIndexStatement, decidedVia, getApproval } from "../runs/approvals";
-import { runIndexRow, runIndexStatement } from "../runs/index-d1";
+import { runIndexRow } from "../runs/index-d1";
+import { firedAlerts, type PlannedStatement, runStatements } from "../usage/ship";
+import { alarmNow } from "./capabilities";
 import type { SessionContext } from "./context";
 import { generationIndexStatement, sessionIndexStatement } from "./index-d1";
 import {
@@ -21,30 +23,46 @@ import {
 } from "./index-outbox-store";
 import { readSession, type SessionRef } from "./session-store";
 import { openShippingWindow } from "./ship-window";
+import { recordFiredAlerts } from "./usage-alerts";
 
 /** Rows per D1 batch: a window of a busy session fits in one; more go in further batches of the same window. */
 export const INDEX_BATCH_ROWS = 50;
 /** Backoff after a failed batch: 1 s, doubling, at most this. */
 const MAX_RETRY_MS = 60_000;
 
-/** The D1 statement for one queued row, from the current state; null when what it names no longer exists. */
-function statementFor(cx: SessionContext, session: SessionRef, row: IndexOutboxRow): D1PreparedStatement | null {
+/**
+ * The D1 statements for one queued row, from the current state; none when what it names no longer exists. A run's
+ * row brings its usage row and its budget alerts' claims (issue 25 §2, D-078): they ride the same batch.
+ */
+function statementsFor(cx: SessionContext, session: SessionRef, row: IndexOutboxRow): PlannedStatement[] {
+  if (row.kind !== "run") {
+    const one = statementFor(cx, session, row.kind, row.key);
+    return one ? [{ statement: one }] : [];
+  }
+  const run = runIndexSource(cx.sql, row.key);
+  if (!run) return [];
+  return runStatements(cx.env.DB, runIndexRow(row.key, session.sessionKey, run), run);
+}
+
+/** The D1 statement for one queued row other than a run's, from the current state; null when it no longer exists. */
+function statementFor(
+  cx: SessionContext,
+  session: SessionRef,
+  kind: Exclude<IndexOutboxRow["kind"], "run">,
+  key: string,
+): D1PreparedStatement | null {
   const db = cx.env.DB;
-  switch (row.kind) {
+  switch (kind) {
     case "session":
       return sessionIndexStatement(db, session.sessionKey, session.sessionId);
     case "generation": {
-      const startedAt = generationStartedAt(cx.sql, row.key);
-      return startedAt === undefined ? null : generationIndexStatement(db, { ...session, sessionId: row.key, startedAt });
-    }
-    case "run": {
-      const run = runIndexSource(cx.sql, row.key);
-      return run ? runIndexStatement(db, runIndexRow(row.key, session.sessionKey, run)) : null;
+      const startedAt = generationStartedAt(cx.sql, key);
+      return startedAt === undefined ? null : generationIndexStatement(db, { ...session, sessionId: key, startedAt });
     }
     case "approval":
-      return approvalStatement(cx, session, row.key);
+      return approvalStatement(cx, session, key);
     case "audit_stream":
-      return auditStreamStatement(db, session.agentId, row.key, cx.objectId);
+      return auditStreamStatement(db, session.agentId, key, cx.objectId);
   }
 }
 
@@ -172,17 +190,21 @@ export class IndexShipper {
       after = page[page.length - 1]?.id ?? after;
       const rows = page.filter((r) => !done.has(r.id));
       const days = extra.filter((d) => !rows.some((r) => r.kind === "audit_stream" && r.key === d));
-      const statements = [
-        ...rows.map((r) => statementFor(cx, session, r)),
-        ...days.map((d) => auditStreamStatement(cx.env.DB, session.agentId, d, cx.objectId)),
-      ].filter((s): s is D1PreparedStatement => s !== null);
+      const planned = [
+        ...rows.flatMap((r) => statementsFor(cx, session, r)),
+        ...days.map((d) => ({ statement: auditStreamStatement(cx.env.DB, session.agentId, d, cx.objectId) })),
+      ];
+      const statements = planned.map((p) => p.statement);
+      let results: D1Result[] = [];
       try {
-        if (statements.length > 0) await cx.env.DB.batch(statements);
+        if (statements.length > 0) results = await cx.env.DB.batch(statements);
       } catch {
         this.#failures++;
         this.#retryAt = Date.now() + Math.min(MAX_RETRY_MS, 1000 * 2 ** (this.#failures - 1));
         return { ...out, ok: false };
       }
+      // Issue 25 §2: an alert this batch claimed is recorded (audit event, webhook) before its rows can leave the outbox.
+      if (await recordFiredAlerts(cx, firedAlerts(planned, results))) await alarmNow(cx.storage);
       this.sent.batches++;
       this.sent.statements += statements.length;
       out.ids.push(...rows.map((r) => r.id));

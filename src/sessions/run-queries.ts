@@ -7,10 +7,11 @@ import type { RunLine } from "../observability/logger";
 import { completionOf } from "../runs/completion";
 import type { RunEngine, Stopped } from "../runs/engine";
 import type { RunEvent } from "../runs/events";
-import { getRun, isTerminal, listEvents, listTraces, type RunRow, runToolExecutions, type TraceEvent } from "../runs/store";
+import { getRun, isTerminal, listEvents, listTraces, parseSpec, type RunRow, runToolExecutions, type TraceEvent } from "../runs/store";
 import { type RunView, runView } from "../runs/view";
 import type { Sql } from "../storage/sql";
 import type { ToolRequest, ToolResponse } from "../tools/envelope";
+import { openAiUsageExtras, type RunCost, type RunUsage, runUsageOf } from "../usage/view";
 import { runManifests, type StoredManifest } from "./manifests";
 import type { RunWaiters } from "./run-waiters";
 import { pendingApprovalsOf } from "./session-runs-store";
@@ -24,7 +25,8 @@ export interface AwaitedRun {
   callerId: string | null;
   finished: boolean;
   paused: boolean;
-  usage: { prompt_tokens: number; completion_tokens: number };
+  /** Counted tokens (estimates for calls with no reported usage); issue 25 §2: cached tokens and cost where known. */
+  usage: { prompt_tokens: number; completion_tokens: number; cached_tokens?: number; cost_usd?: string };
   pendingApprovals: { approval_id: string; tool: string }[];
   /** A failed run's code and message. */
   error: { code: string; message: string } | null;
@@ -42,6 +44,9 @@ export interface RunDetail {
   trace: TraceEvent[];
   manifests: StoredManifest[];
   toolCalls: { request: ToolRequest | null; response: ToolResponse | null }[];
+  /** Issue 25 §2: provider-reported usage and the run's cost (D-078). */
+  usage: RunUsage;
+  cost: RunCost;
 }
 
 /** A run in S3 §5's shape, with the caller that queued it (for access checks), or null. */
@@ -116,7 +121,7 @@ function awaitedOf(sql: Sql, run: RunRow): AwaitedRun {
     callerId: run.caller_id,
     finished: isTerminal(run.status),
     paused,
-    usage: { prompt_tokens: run.prompt_tokens, completion_tokens: run.completion_tokens },
+    usage: { prompt_tokens: run.prompt_tokens, completion_tokens: run.completion_tokens, ...openAiUsageExtras(run) },
     error: run.status === "failed" && run.error ? (JSON.parse(run.error) as { code: string; message: string }) : null,
     pendingApprovals: paused ? pendingApprovalsOf(sql, run.id) : [],
   };
@@ -170,5 +175,6 @@ export function runDetail(sql: Sql, runId: string): RunDetail | null {
     events: listEvents(sql, run, 0, 100_000),
     trace: listTraces(sql, runId),
     manifests,
+    ...runUsageOf(run, parseSpec(run)),
   };
 }

@@ -237,4 +237,14 @@ export const SESSION_MIGRATIONS: Migrations = [
   // v19 (issue 23, D-062): job notifications, automation completions and channel replies are created when first
   // written (src/sessions/lazy-tables.ts), like memory at v16; an object whose tables hold rows keeps them.
   dropLazyIfEmpty("notify_outbox", "automation_completions", "reply_outbox"),
+  // v20 (issue 25 §2, D-078): each run's provider-reported usage and cost, added up in the commit of each model call
+  // (runs.prompt_tokens/completion_tokens also count estimates for calls the provider reported nothing for; these do
+  // not). Cost in pico-USD of the calls with a price and reported usage. Shipped to D1 with the run's index row.
+  `ALTER TABLE runs ADD COLUMN model_calls INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN unreported_calls INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN uncosted_calls INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN reported_prompt_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN reported_completion_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN cost_pico INTEGER NOT NULL DEFAULT 0;`,
 ];

@@ -51,6 +51,9 @@ export function runConfig(
     scheduler?: Record<string, unknown>;
     channels?: Record<string, unknown>;
     openai?: Record<string, unknown>;
+    /** Issue 25 §2: `usage` (alerts), and more agents configured like the first (same tools, same overrides). */
+    usage?: Record<string, unknown>;
+    moreAgents?: string[];
   } = {},
 ): GatewayConfig {
   const raw: GatewayConfigInput = {
@@ -65,13 +68,19 @@ export function runConfig(
         }) as never,
       },
     },
-    agents: { [o.agentId ?? "main"]: { tools: { allow: ["test.echo", "test.fail", "test.counter", "test.send"] }, ...o.agent } as never },
+    agents: Object.fromEntries(
+      [o.agentId ?? "main", ...(o.moreAgents ?? [])].map((id) => [
+        id,
+        { tools: { allow: ["test.echo", "test.fail", "test.counter", "test.send"] }, ...o.agent } as never,
+      ]),
+    ),
     ...(o.runs ? { runs: o.runs as never } : {}),
     ...(o.policy ? { tools: { policy: o.policy as never } } : {}),
     ...(o.logging ? { logging: o.logging as never } : {}),
     ...(o.scheduler ? { scheduler: o.scheduler as never } : {}),
     ...(o.channels ? { channels: o.channels as never } : {}),
     ...(o.openai ? { openai: o.openai as never } : {}),
+    ...(o.usage ? { usage: o.usage as never } : {}),
   };
   const result = parseGatewayConfig(raw);
   if (!result.ok) throw new Error(`test config invalid: ${JSON.stringify(result.issues)}`);

@@ -35,7 +35,16 @@ export interface ScriptStep {
   /** Streamed: the content in these pieces (instead of 3 characters each), each after `chunk_delay_ms` (issue 23). */
   chunks?: string[];
   chunk_delay_ms?: number;
-  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  /**
+   * The usage block (default 10/5/15); issue 25 §2: with `prompt_tokens_details.cached_tokens` as OpenAI reports a
+   * cache hit, or `null` for a provider that reports no usage at all (the block is left out).
+   */
+  usage?: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    total_tokens: number;
+    prompt_tokens_details?: { cached_tokens: number };
+  } | null;
   /** A misbehaving provider: a plain JSON completion even to a streaming request (`body`), or one with no choices. */
   misbehave?: "json_to_stream" | "no_choices";
 }
@@ -52,7 +61,7 @@ function completion(
 ) {
   const calls = toolCalls?.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } }));
   const finish = calls?.length ? "tool_calls" : "stop";
-  const u = usage ?? { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
+  const u = usage === null ? undefined : (usage ?? { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
   if (stream) {
     const chunk = (delta: object, finishReason: string | null = null) =>
       `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
@@ -61,7 +70,8 @@ function completion(
     let out = "";
     if (calls?.length) out += chunk({ tool_calls: calls.map((t, index) => ({ index, ...t })) });
     out += chunk({}, finish);
-    out += `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [], usage: u })}\n\n`;
+    if (u)
+      out += `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [], usage: u })}\n\n`;
     parts.push(`${out}data: [DONE]\n\n`);
     if (!pacing.chunk_delay_ms) return new Response(parts.join(""), { headers: { "content-type": "text/event-stream" } });
     const encoder = new TextEncoder();
@@ -83,7 +93,7 @@ function completion(
     choices: [
       { index: 0, message: { role: "assistant", content, ...(calls?.length ? { tool_calls: calls } : {}) }, finish_reason: finish },
     ],
-    usage: u,
+    ...(u ? { usage: u } : {}),
   });
 }
 

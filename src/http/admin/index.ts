@@ -22,6 +22,7 @@ import { adminSessionRoutes } from "./sessions";
 import { adminSetupRoutes } from "./setup";
 import { adminSnapshotRoutes } from "./snapshots";
 import { adminSystemPromptRoutes } from "./system-prompt";
+import { adminUsageRoutes } from "./usage";
 
 /** Where the admin API is mounted and what admits a caller there: the admin token, checked once for every route. */
 export const ADMIN_DOOR: Door = { prefix: "/api/admin", credential: "admin", guard: requireScope("admin") };
@@ -43,5 +44,6 @@ export function adminRoutes(): OpenAPIHono<AppEnv> {
   admin.route("/", adminSandboxTokenRoutes());
   admin.route("/", adminChannelSenderRoutes());
   admin.route("/", adminKeyRoutes());
+  admin.route("/", adminUsageRoutes());
   return admin;
 }

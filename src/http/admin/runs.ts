@@ -52,6 +52,27 @@ const TIME_BOUND = z.string().optional().openapi({
   example: "2026-11-27T00:00:00Z",
   description: "An ISO 8601 date (`YYYY-MM-DD`, UTC midnight) or date-time with `Z` or an offset",
 });
+/** Issue 25 §2: the run's provider-reported usage (D-078). */
+const RunUsageSchema = z
+  .object({
+    model: z.string().openapi({ description: "provider:model the run called" }),
+    requests: z.number().int().openapi({ description: "Model calls that answered" }),
+    unreported_requests: z
+      .number()
+      .int()
+      .openapi({ description: "Of which the provider reported no usage (their tokens are not counted)" }),
+    prompt_tokens: z.number().int().openapi({ description: "Provider-reported prompt tokens, cached included" }),
+    completion_tokens: z.number().int(),
+    cached_tokens: z.number().int().openapi({ description: "prompt_tokens_details.cached_tokens, where the provider reports it" }),
+    total_tokens: z.number().int(),
+  })
+  .openapi("RunUsage");
+
+/** Issue 25 §2: the run's cost; null when its model has no pricing or a call reported no usage. */
+const RunCostSchema = z
+  .object({ usd: z.string().openapi({ description: 'USD as an exact decimal string, e.g. "0.00125"', example: "0.00125" }) })
+  .nullable()
+  .openapi("RunCost");
 
 /** The run index pages newest first on (created_at, run_id), which never change once a run is queued. */
 const runPages = keyset<ListedRun, [string, string]>("runs", ["string", "string"], (r) => [r.created_at, r.run_id]);
@@ -101,6 +122,8 @@ const adminRunRoute = createRoute({
             tool_calls: z.array(
               z.object({ request: z.record(z.string(), z.unknown()).nullable(), response: z.record(z.string(), z.unknown()).nullable() }),
             ),
+            usage: RunUsageSchema,
+            cost: RunCostSchema,
           }),
         },
       },
@@ -133,6 +156,8 @@ export function adminRunRoutes(): OpenAPIHono<AppEnv> {
         trace: detail.trace,
         manifests: detail.manifests.map((m) => ({ turn_id: m.turnId, created_at: m.createdAt, manifest: m.manifest })),
         tool_calls: detail.toolCalls,
+        usage: detail.usage,
+        cost: detail.cost,
       },
       200,
     );
