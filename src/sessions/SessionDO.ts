@@ -228,12 +228,7 @@ export class SessionDO extends DurableObject<Env> {
   }
 
   /** A run's lifecycle events after `afterSeq`, and whether the run has ended (long-polls up to `waitMs`). */
-  async runEvents(
-    runId: string,
-    afterSeq = 0,
-    limit = 500,
-    waitMs = 0,
-  ): Promise<{ events: RunEvent[]; finished: boolean; callerId: string | null } | null> {
+  async runEvents(runId: string, afterSeq = 0, limit = 500, waitMs = 0): ReturnType<typeof runEvents> {
     return runEvents(this.#cx.sql, this.#waiters, runId, { afterSeq, limit, waitMs });
   }
 

@@ -70,12 +70,12 @@ export async function runEvents(
   waiters: RunWaiters,
   runId: string,
   o: { afterSeq: number; limit: number; waitMs: number },
-): Promise<{ events: RunEvent[]; finished: boolean; callerId: string | null } | null> {
+): Promise<{ events: RunEvent[]; finished: boolean; callerId: string | null; agentId: string } | null> {
   const read = () => {
     const run = getRun(sql, runId);
     if (!run) return null;
     const events = listEvents(sql, run, o.afterSeq, Math.max(1, Math.min(1000, o.limit)));
-    return { events, finished: isTerminal(run.status), callerId: run.caller_id };
+    return { events, finished: isTerminal(run.status), callerId: run.caller_id, agentId: run.agent_id };
   };
   const first = read();
   // Long polling, no busy loop.

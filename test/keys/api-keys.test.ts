@@ -359,6 +359,26 @@ describe("ISSUE25-1 sgw_ keys on /v1 and the OpenAI routes", () => {
     expect(row?.caller_id).toBe("carol");
   }, 30_000);
 
+  it("ISSUE25-1 two keys of one caller: a key restricted to alpha does not read, follow or cancel the caller's runs on beta (404, as another caller's)", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "on beta" }]);
+    const app = appFor(twoAgents(host));
+    const caller = `dana-${label()}`;
+    const onAlpha = (await createKey(app, { caller_id: caller, agents: ["alpha"] })).key;
+    const onBeta = (await createKey(app, { caller_id: caller, agents: ["beta"] })).key;
+    const id = (await call(app, "POST", "/v1/runs", { agent_id: "beta", message: "hi" }, onBeta)).body.id;
+    expect(await waitForRun(app, id, onBeta)).toMatchObject({ status: "completed", output: "on beta" });
+    const notFound = { error: { code: "resource.not_found", message: `no run ${id}` } };
+    const read = await call(app, "GET", `/v1/runs/${id}`, undefined, onAlpha);
+    expect({ status: read.status, body: read.body }).toEqual({ status: 404, body: notFound });
+    const events = await call(app, "GET", `/v1/runs/${id}/events`, undefined, onAlpha);
+    expect({ status: events.status, body: events.body }).toEqual({ status: 404, body: notFound });
+    const cancel = await call(app, "POST", `/v1/runs/${id}/cancel`, undefined, onAlpha);
+    expect({ status: cancel.status, body: cancel.body }).toEqual({ status: 404, body: notFound });
+    // The key that may use beta still reads it.
+    expect((await call(app, "GET", `/v1/runs/${id}`, undefined, onBeta)).status).toBe(200);
+  }, 30_000);
+
   it("ISSUE25-1 a forged sgw_ key and a wrong secret with a right key id → the same 401 (hashed either way)", async () => {
     const app = appFor(twoAgents());
     const { key, key_id } = await createKey(app, {});

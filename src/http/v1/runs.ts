@@ -21,7 +21,7 @@ import { submitTurn } from "../../runs/submit";
 import { AGENT_ID } from "../../sessions/keys";
 import type { AwaitedRun } from "../../sessions/run-queries";
 import type { SessionDO } from "../../sessions/SessionDO";
-import { keyTurnFields, requireAgent } from "../middleware/api-keys";
+import { keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
@@ -247,6 +247,14 @@ function callerOf(c: Context<AppEnv>): string | null {
  * A setup session's tools save what the agent's services will run (S5 §6.2), so only callers the operator
  * listed in `setup.allowedCallers` may start one (issue 20 §6).
  */
+/**
+ * Whether the request's caller may see run of `callerId` on `agentId`: its own, and (issue 25 §1) of an agent its key
+ * may use — a key restricted to some agents does not read, follow or cancel the runs its caller made on others.
+ */
+function ownRun(c: Context<AppEnv>, callerId: string | null, agentId: string): boolean {
+  return callerId === callerOf(c) && mayUseAgent(c.get("principal"), agentId);
+}
+
 function refuseSetupUnlessAllowed(allowed: readonly string[], callerId: string): void {
   if (!allowed.includes(callerId))
     throw new GatewayError(
@@ -299,7 +307,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
   app.openapi(getRunRoute, async (c) => {
     const { run_id } = c.req.valid("param");
     const record = await runStub(c, run_id).runRecord(run_id);
-    if (!record || record.callerId !== callerOf(c)) throw runNotFound(run_id);
+    if (!record || !ownRun(c, record.callerId, record.view.agent_id)) throw runNotFound(run_id);
     return c.json(record.view as z.infer<typeof RunSchema>, 200);
   });
 
@@ -307,7 +315,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const { run_id } = c.req.valid("param");
     const stub = runStub(c, run_id);
     const record = await stub.runRecord(run_id);
-    if (!record || record.callerId !== callerOf(c)) throw runNotFound(run_id);
+    if (!record || !ownRun(c, record.callerId, record.view.agent_id)) throw runNotFound(run_id);
     const result = await stub.cancelRun(run_id);
     if (!result.ok && result.reason === "not_found") throw runNotFound(run_id);
     if (!result.ok) throw new GatewayError("conflict", `run ${run_id} has already ended (${result.status})`);
@@ -319,7 +327,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const q = c.req.valid("query");
     const stub = runStub(c, run_id);
     const first = (await stub.runEvents(run_id, 0, 1)) as unknown as EventsPage;
-    if (!first || first.callerId !== callerOf(c)) throw runNotFound(run_id);
+    if (!first || !ownRun(c, first.callerId, first.agentId)) throw runNotFound(run_id);
     const lastEventId = Number.parseInt(c.req.header("Last-Event-ID") ?? "", 10);
     let after = Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : (q.after ?? 0);
     const follow = q.follow === "true";
