@@ -17,6 +17,7 @@ import { configView } from "./config.mts";
 import { byId } from "./dom.mts";
 import { envView } from "./env.mts";
 import { jobsView } from "./jobs.mts";
+import { keysView } from "./keys.mts";
 import { runsView } from "./runs.mts";
 import { secretsView } from "./secrets.mts";
 import { sessionsView } from "./sessions.mts";
@@ -32,6 +33,7 @@ const VIEWS: Record<string, { factory: ViewFactory; errorId?: string }> = {
   config: { factory: configView },
   secrets: { factory: secretsView, errorId: "secret-error" },
   env: { factory: envView },
+  keys: { factory: keysView },
 };
 
 const token = {
