@@ -938,6 +938,11 @@ describe("admin dashboard in Chromium", () => {
     expect(await modelsWith(g.apiToken)).toEqual({ status: 200, ids: ["agent:main", "agent:markers"] });
     await expectKeyNowhere(key);
 
+    // Refresh reads the list again and keeps the key shown (only Dismiss or leaving the view takes it away).
+    await keyCall("GET", "/api/admin/keys", () => page.locator('.bar button[data-action="refresh"]').click());
+    await visible(row, `the row of key ${keyId} after Refresh`);
+    expect(await once.locator("input#key-value").inputValue()).toBe(key);
+
     // Reloaded: the list is back, the key is not.
     await page.reload();
     await visible(keyRow(keyId), `the row of key ${keyId} after a reload`);
@@ -1044,6 +1049,20 @@ describe("admin dashboard in Chromium", () => {
       expect(await pageWidth()).toBeLessThanOrEqual(390);
       const copy = await page.locator("button#key-copy").boundingBox();
       expect((copy?.x ?? 0) + (copy?.width ?? 0)).toBeLessThanOrEqual(390);
+      // Where the page may not write to the clipboard, Copy selects the key for the operator to copy.
+      await page.evaluate(() =>
+        Object.defineProperty((globalThis as unknown as { navigator: object }).navigator, "clipboard", {
+          value: undefined,
+          configurable: true,
+        }),
+      );
+      await page.locator("button#key-copy").click();
+      await expect.poll(() => page.locator("#key-copied").getAttribute("data-copied"), { message: "#key-copied" }).toBe("selected");
+      const selected = await page.locator("input#key-value").evaluate((input) => {
+        const i = input as unknown as { value: string; selectionStart: number; selectionEnd: number };
+        return i.value.slice(i.selectionStart, i.selectionEnd);
+      });
+      expect(selected).toBe(key);
       await shot("keys-phone", "02-shown-once-390x844");
       await page.locator("button#key-dismiss").click();
       expect(await page.locator("#key-once").count()).toBe(0);

@@ -235,8 +235,8 @@ export const keysView: ViewFactory = (ctx) => {
 
   let agentIds: string[] = [];
   ctx.root.append(
+    // Refresh keeps a key still shown: only Dismiss or leaving the view takes it away.
     heading("API keys", () => {
-      once.clear();
       closeEdit();
       void pager.first();
     }),
