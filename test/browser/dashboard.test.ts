@@ -1010,9 +1010,12 @@ describe("admin dashboard in Chromium", () => {
       .toMatchObject({ status: 401 });
     expect(await modelsWith(newKey)).toEqual({ status: 200, ids: ["agent:main", "agent:markers"] });
 
-    // Leaving the view takes the key out of the page; coming back does not bring it.
+    // Leaving the view takes the key out of the page (the field emptied too); coming back does not bring it.
+    const field = await once.locator("input#key-value").elementHandle();
     await openView("runs");
     expect(await page.locator("input#key-value").count()).toBe(0);
+    expect(await field?.evaluate((input) => [(input as unknown as { value: string }).value, input.isConnected])).toEqual(["", false]);
+    await field?.dispose();
     await openView("keys");
     await visible(row, `the row of key ${keyId}`);
     expect(await page.locator("#key-once").count()).toBe(0);

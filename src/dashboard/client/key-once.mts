@@ -2,10 +2,11 @@
  * A new API key, shown this once (issue 25 §3, D-080). The gateway returns the key only in the answer to a create
  * or a rotate; the page puts it in one read-only field of `#key-once` with a Copy button and says it will not be
  * shown again. The key lives only in that field: never in storage, a URL, a title or the list. Dismiss, leaving the
- * view (any hash change, signing out, closing the page) or showing another key empties the field and removes the
- * notice from the page.
+ * view (another view, the keys view opened afresh, signing out: admin.mts dispatches VIEW_LEAVE_EVENT), closing the
+ * page or showing another key empties the field and removes the notice from the page.
  */
 import { h } from "./dom.mts";
+import { VIEW_LEAVE_EVENT } from "./view.mts";
 
 /** The notice's slot: `show(keyId, key, what)` puts one key in it; `clear()` takes it out of the page. */
 export function onceSlot(): { el: HTMLElement; show(keyId: string, key: string, what: string): void; clear(): void } {
@@ -16,7 +17,7 @@ export function onceSlot(): { el: HTMLElement; show(keyId: string, key: string, 
     if (field) field.value = "";
     field = null;
     el.replaceChildren();
-    window.removeEventListener("hashchange", clear);
+    window.removeEventListener(VIEW_LEAVE_EVENT, clear);
     window.removeEventListener("pagehide", clear);
   };
 
@@ -47,7 +48,7 @@ export function onceSlot(): { el: HTMLElement; show(keyId: string, key: string, 
         h("div", { class: "key-once-row" }, copied, dismiss),
       ),
     );
-    window.addEventListener("hashchange", clear);
+    window.addEventListener(VIEW_LEAVE_EVENT, clear);
     window.addEventListener("pagehide", clear);
   };
 
