@@ -976,6 +976,30 @@ describe("admin dashboard in Chromium", () => {
     await edit.locator("input#key-edit-rpm").fill("60");
     await edit.locator("input#key-edit-tpd").fill("");
     await edit.locator("input#key-edit-label").fill("browser test key (edited)");
+    // datetime-local is the browser's local time; the page sends it as UTC ISO.
+    const localIn = (offsetMs: number) =>
+      page.evaluate((ms) => {
+        const d = new Date(Date.now() + ms);
+        const p = (n: number) => String(n).padStart(2, "0");
+        const text = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+        return { text, iso: new Date(text).toISOString() };
+      }, offsetMs);
+
+    // An expiry in the past: the gateway's 400 names the field, the form stays with what was typed.
+    phase = "keys-invalid";
+    const past = await localIn(-3_600_000);
+    await edit.locator("input#key-edit-expires").fill(past.text);
+    const refused = await keyCall("PATCH", `/api/admin/keys/${keyId}`, () => edit.locator('button[type="submit"]').click());
+    expect(refused.status()).toBe(400);
+    expect(JSON.parse(refused.request().postData() ?? "null")).toMatchObject({ expires_at: past.iso });
+    await visible(page.locator("main .error"), "the view's .error");
+    expect(await textOf(page.locator("main .error"))).toBe("expires_at: must be in the future");
+    expect(await edit.locator("input#key-edit-rpm").inputValue()).toBe("60");
+    expect(await textOf(row.locator("td.limits"))).toBe("30 req/min · 100000 tokens/day");
+    phase = "keys-manage";
+
+    const future = await localIn(86_400_000);
+    await edit.locator("input#key-edit-expires").fill(future.text);
     await shot("keys", "05-edit");
     const patched = await keyCall("PATCH", `/api/admin/keys/${keyId}`, () => edit.locator('button[type="submit"]').click());
     expect(patched.status()).toBe(200);
@@ -983,7 +1007,12 @@ describe("admin dashboard in Chromium", () => {
       label: "browser test key (edited)",
       agents: ["main", "markers"],
       limits: { requestsPerMinute: 60 },
+      expires_at: future.iso,
     });
+    expect(await page.locator("main .error").count()).toBe(0);
+    await expect
+      .poll(() => row.locator("td.expires time").getAttribute("datetime"), { message: "td.expires after the edit" })
+      .toBe(future.iso);
     await expect.poll(() => textOf(row.locator("td.agents")), { message: "td.agents after the edit" }).toBe("main, markers");
     expect(await textOf(row.locator("td.limits"))).toBe("60 req/min");
     expect(await textOf(row.locator("td.label"))).toBe("browser test key (edited)");
