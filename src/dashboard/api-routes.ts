@@ -29,6 +29,11 @@ export const ADMIN_API = {
   deleteSecret: { method: "DELETE", path: "/api/admin/secrets/{name}" },
   envRequests: { method: "GET", path: "/api/admin/env-requests" },
   submitEnvValues: { method: "POST", path: "/api/admin/env-requests/{request_id}/values" },
+  keys: { method: "GET", path: "/api/admin/keys" },
+  createKey: { method: "POST", path: "/api/admin/keys" },
+  rotateKey: { method: "POST", path: "/api/admin/keys/{key_id}/rotate" },
+  updateKey: { method: "PATCH", path: "/api/admin/keys/{key_id}" },
+  revokeKey: { method: "DELETE", path: "/api/admin/keys/{key_id}" },
 } as const satisfies Record<string, ApiRoute>;
 
 /** The one document the API reference page reads (it sends "try it" requests to the operations it lists). */
@@ -36,7 +41,7 @@ export const DOCS_API = { openapi: { method: "GET", path: "/openapi.json" } } as
 
 /** A route the browser code calls. */
 export interface ApiRoute {
-  readonly method: "GET" | "POST" | "PUT" | "DELETE";
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   readonly path: string;
 }
 

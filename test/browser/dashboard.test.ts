@@ -19,7 +19,13 @@
  * row's `a.short-id td.message td.answer td.agent td.caller td.duration td.rounds td.tools`, `#run-detail h3
  * code.run-id dd.status`, `ol#run-events > li .offset .summary details pre.payload`, `table#run-tool-calls
  * tr[data-tool] td.gate td.approval td.result`, `#run-manifests table.manifest tr[data-layer] code.sha`,
- * `#run-approvals [data-approval-id] .tool button[data-action=approve|deny]`.
+ * `#run-approvals [data-approval-id] .tool button[data-action=approve|deny]`; the keys view (issue 25 §3, D-080):
+ * `form#key-create input#key-caller input#key-create-label fieldset.key-create-agents input[name=agents_all]
+ * input[name=agents][value=<agent>] input#key-create-expires input#key-create-rpm input#key-create-tpd
+ * button#key-submit`, `#key-once[data-key-id] input#key-value button#key-copy #key-copied[data-copied]
+ * button#key-dismiss`, `table#keys-table tr[data-key-id] td.status td.caller td.label td.agents td.limits
+ * button[data-action=edit|rotate|revoke]`, `#keys-empty`, `form#key-edit[data-key-id] input#key-edit-label
+ * input[name=agents] input#key-edit-rpm input#key-edit-tpd button[type=submit] button[data-action=cancel]`.
  */
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
@@ -30,7 +36,7 @@ import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGa
 /** The scenario under way, for the screenshot a failure leaves: test-results/screenshots/<scenario>-failed.png. */
 let scenario = "start";
 
-const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env"] as const;
+const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"] as const;
 /** The run statuses the runs table shows (RunSchema in src/http/run-schemas.ts). */
 type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
@@ -52,6 +58,7 @@ let phase = "start";
 const EXPECTED_CONSOLE_ERRORS: Record<string, RegExp> = {
   "signin-wrong-token": /^Failed to load resource: the server responded with a status of 401\b/,
   "config-invalid": /^Failed to load resource: the server responded with a status of 400\b/,
+  "keys-invalid": /^Failed to load resource: the server responded with a status of 400\b/,
 };
 
 /**
@@ -209,6 +216,48 @@ async function openRunDetail(runId: string, expected: string[]): Promise<string[
   const types = () => items.evaluateAll((lis) => lis.map((li) => li.getAttribute("data-event-type") ?? ""));
   await expect.poll(types, { timeout: 15_000, message: "the event types in ol#run-events" }).toEqual(expected);
   return types();
+}
+
+/** The key created in the keys scenario, for the next one (issue 25 §3). */
+let createdKeyId: string | undefined;
+let createdKey: string | undefined;
+
+/** A key record's row in the keys view. */
+function keyRow(keyId: string): Locator {
+  return page.locator(`table#keys-table tr[data-key-id="${keyId}"]`);
+}
+
+/** Does `act` and returns the page's answer to `method path` (an admin keys call). */
+async function keyCall(method: string, path: string, act: () => Promise<unknown>) {
+  const answer = page.waitForResponse((r) => new URL(r.url()).pathname === path && r.request().method() === method);
+  await act();
+  return answer;
+}
+
+/** GET /v1/models with `key` as the bearer token: the status and the model ids (sorted). */
+async function modelsWith(key: string): Promise<{ status: number; ids?: string[] }> {
+  const res = await fetch(`${gw().url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+  if (res.status !== 200) return { status: res.status };
+  const body = (await res.json()) as { data: { id: string }[] };
+  return { status: 200, ids: body.data.map((m) => m.id).sort() };
+}
+
+/** The key is in no request URL the page made, nor in its localStorage, sessionStorage or cookies. */
+async function expectKeyNowhere(key: string): Promise<void> {
+  expect(requestUrls.filter((u) => u.includes(key) || u.includes(encodeURIComponent(key)))).toEqual([]);
+  expect(page.url()).not.toContain(key);
+  const stored = await page.evaluate(() => {
+    const w = globalThis as unknown as PageGlobals;
+    return [...Object.values(w.localStorage), ...Object.values(w.sessionStorage), w.document.cookie];
+  });
+  expect(stored.filter((v) => v.includes(key))).toEqual([]);
+}
+
+/** How wide the page is (a phone's width must not scroll sideways). */
+function pageWidth(): Promise<number> {
+  return page.evaluate(
+    () => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth,
+  );
 }
 
 beforeAll(async () => {
@@ -810,6 +859,256 @@ describe("admin dashboard in Chromium", () => {
     const after = await gw().admin("/api/admin/config");
     expect(await after.json()).toEqual(beforeBody);
     expect(after.headers.get("etag")).toBe(beforeTag);
+    await expectCleanPage();
+  });
+
+  it("keys (issue 25 §3): a 400 is shown naming the field; a key for one agent with limits is shown once, copied, works on /v1/models for that agent only, and is gone after a reload", async () => {
+    await begin("keys");
+    await ensureSignedIn();
+    phase = "keys";
+    const g = gw();
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: g.url });
+    await openView("keys");
+    const form = page.locator("form#key-create");
+    await visible(form, "form#key-create");
+    // The agents offered are the config in force's.
+    const offered = await form.locator('input[name="agents"]').evaluateAll((inputs) => inputs.map((i) => i.getAttribute("value")));
+    expect(offered).toEqual(Object.keys(g.config.agents).sort());
+    expect(offered).toEqual(["main", "markers"]);
+    await shot("keys", "01-empty");
+
+    phase = "keys-invalid";
+    await form.locator("input#key-caller").fill("bad caller!");
+    await form.locator("input#key-create-label").fill("refused");
+    const refused = await keyCall("POST", "/api/admin/keys", () => form.locator("button#key-submit").click());
+    expect(refused.status()).toBe(400);
+    await visible(page.locator("main .error"), "the view's .error");
+    expect(await textOf(page.locator("main .error"))).toBe("caller_id: 1-64 letters, digits, _ . -");
+    expect(await page.locator("#key-once").count()).toBe(0);
+    await shot("keys", "02-refused-400");
+    phase = "keys";
+
+    await form.locator("input#key-caller").fill("browser-keys");
+    await form.locator("input#key-create-label").fill("browser test key");
+    await form.locator('input[name="agents"][value="main"]').check();
+    expect(await form.locator('input[name="agents_all"]').isChecked()).toBe(false);
+    await form.locator("input#key-create-rpm").fill("30");
+    await form.locator("input#key-create-tpd").fill("100000");
+    const created = await keyCall("POST", "/api/admin/keys", () => form.locator("button#key-submit").click());
+    expect(created.status()).toBe(201);
+    expect(JSON.parse(created.request().postData() ?? "null")).toEqual({
+      caller_id: "browser-keys",
+      label: "browser test key",
+      agents: ["main"],
+      limits: { requestsPerMinute: 30, tokensPerDay: 100000 },
+    });
+    const { key, key_id: keyId } = (await created.json()) as { key: string; key_id: string };
+    expect(key).toMatch(new RegExp(`^sgw_${keyId}_`));
+    createdKeyId = keyId;
+    createdKey = key;
+    expect(await page.locator("main .error").count()).toBe(0);
+
+    // Shown once: in the read-only field, with the note; the row lists the record without it.
+    const once = page.locator(`#key-once[data-key-id="${keyId}"]`);
+    await visible(once, "#key-once");
+    expect(await once.locator("input#key-value").inputValue()).toBe(key);
+    expect(await once.locator("input#key-value").getAttribute("readonly")).toBe("");
+    expect(await textOf(once)).toContain("will not be shown again");
+    const row = keyRow(keyId);
+    await visible(row, `the row of key ${keyId}`);
+    expect(await textOf(row.locator("td.status"))).toBe("active");
+    expect(await textOf(row.locator("td.caller"))).toBe("browser-keys");
+    expect(await textOf(row.locator("td.label"))).toBe("browser test key");
+    expect(await textOf(row.locator("td.agents"))).toBe("main");
+    expect(await textOf(row.locator("td.limits"))).toBe("30 req/min · 100000 tokens/day");
+    expect(await textOf(row)).not.toContain(key);
+    // The key is a property of the field, not in the page's markup.
+    expect(await page.content()).not.toContain(key);
+
+    await once.locator("button#key-copy").click();
+    await expect.poll(() => page.locator("#key-copied").getAttribute("data-copied"), { message: "#key-copied" }).toBe("clipboard");
+    const clipboard = await page.evaluate(() =>
+      (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText(),
+    );
+    expect(clipboard).toBe(key);
+    await shot("keys", "03-created-shown-once");
+
+    // The key works for its agent only: /v1/models lists `main`, where the environment's token lists both agents.
+    expect(await modelsWith(key)).toEqual({ status: 200, ids: ["agent:main"] });
+    expect(await modelsWith(g.apiToken)).toEqual({ status: 200, ids: ["agent:main", "agent:markers"] });
+    await expectKeyNowhere(key);
+
+    // Refresh reads the list again and keeps the key shown (only Dismiss or leaving the view takes it away).
+    await keyCall("GET", "/api/admin/keys", () => page.locator('.bar button[data-action="refresh"]').click());
+    await visible(row, `the row of key ${keyId} after Refresh`);
+    expect(await once.locator("input#key-value").inputValue()).toBe(key);
+
+    // Reloaded: the list is back, the key is not.
+    await page.reload();
+    await visible(keyRow(keyId), `the row of key ${keyId} after a reload`);
+    expect(await page.locator("#key-once").count()).toBe(0);
+    expect(await page.locator("input#key-value").count()).toBe(0);
+    expect(await textOf(page.locator("main"))).not.toContain(key);
+    await shot("keys", "04-reloaded-not-shown");
+    await expectKeyNowhere(key);
+    await expectCleanPage();
+  });
+
+  it("keys: editing agents and limits updates the row; rotate shows the new key once and the old one gets 401; revoke gets 401 and the row says revoked", async () => {
+    await begin("keys-manage");
+    await ensureSignedIn();
+    phase = "keys-manage";
+    const keyId = createdKeyId as string;
+    const oldKey = createdKey as string;
+    expect(keyId).toBeTruthy();
+    await openView("keys");
+    const row = keyRow(keyId);
+    await visible(row, `the row of key ${keyId}`);
+
+    await row.locator('button[data-action="edit"]').click();
+    const edit = page.locator(`form#key-edit[data-key-id="${keyId}"]`);
+    await visible(edit, "form#key-edit");
+    expect(await edit.locator("input#key-edit-label").inputValue()).toBe("browser test key");
+    expect(await edit.locator("input#key-edit-rpm").inputValue()).toBe("30");
+    expect(await edit.locator('input[name="agents"][value="main"]').isChecked()).toBe(true);
+    expect(await edit.locator('input[name="agents"][value="markers"]').isChecked()).toBe(false);
+    await edit.locator('input[name="agents"][value="markers"]').check();
+    await edit.locator("input#key-edit-rpm").fill("60");
+    await edit.locator("input#key-edit-tpd").fill("");
+    await edit.locator("input#key-edit-label").fill("browser test key (edited)");
+    // datetime-local is the browser's local time; the page sends it as UTC ISO.
+    const localIn = (offsetMs: number) =>
+      page.evaluate((ms) => {
+        const d = new Date(Date.now() + ms);
+        const p = (n: number) => String(n).padStart(2, "0");
+        const text = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+        return { text, iso: new Date(text).toISOString() };
+      }, offsetMs);
+
+    // An expiry in the past: the gateway's 400 names the field, the form stays with what was typed.
+    phase = "keys-invalid";
+    const past = await localIn(-3_600_000);
+    await edit.locator("input#key-edit-expires").fill(past.text);
+    const refused = await keyCall("PATCH", `/api/admin/keys/${keyId}`, () => edit.locator('button[type="submit"]').click());
+    expect(refused.status()).toBe(400);
+    expect(JSON.parse(refused.request().postData() ?? "null")).toMatchObject({ expires_at: past.iso });
+    await visible(page.locator("main .error"), "the view's .error");
+    expect(await textOf(page.locator("main .error"))).toBe("expires_at: must be in the future");
+    expect(await edit.locator("input#key-edit-rpm").inputValue()).toBe("60");
+    expect(await textOf(row.locator("td.limits"))).toBe("30 req/min · 100000 tokens/day");
+    phase = "keys-manage";
+
+    const future = await localIn(86_400_000);
+    await edit.locator("input#key-edit-expires").fill(future.text);
+    await shot("keys", "05-edit");
+    const patched = await keyCall("PATCH", `/api/admin/keys/${keyId}`, () => edit.locator('button[type="submit"]').click());
+    expect(patched.status()).toBe(200);
+    expect(JSON.parse(patched.request().postData() ?? "null")).toEqual({
+      label: "browser test key (edited)",
+      agents: ["main", "markers"],
+      limits: { requestsPerMinute: 60 },
+      expires_at: future.iso,
+    });
+    expect(await page.locator("main .error").count()).toBe(0);
+    await expect
+      .poll(() => row.locator("td.expires time").getAttribute("datetime"), { message: "td.expires after the edit" })
+      .toBe(future.iso);
+    await expect.poll(() => textOf(row.locator("td.agents")), { message: "td.agents after the edit" }).toBe("main, markers");
+    expect(await textOf(row.locator("td.limits"))).toBe("60 req/min");
+    expect(await textOf(row.locator("td.label"))).toBe("browser test key (edited)");
+    expect(await page.locator("form#key-edit").count()).toBe(0);
+    await expect
+      .poll(() => modelsWith(oldKey), { timeout: 15_000, message: "/v1/models after the edit" })
+      .toEqual({
+        status: 200,
+        ids: ["agent:main", "agent:markers"],
+      });
+    await shot("keys", "06-edited");
+
+    // Rotate (confirmed by the dialog handler): the new key once; the old one refused.
+    const rotated = await keyCall("POST", `/api/admin/keys/${keyId}/rotate`, () => row.locator('button[data-action="rotate"]').click());
+    expect(rotated.status()).toBe(200);
+    const newKey = ((await rotated.json()) as { key: string }).key;
+    expect(newKey).not.toBe(oldKey);
+    const once = page.locator(`#key-once[data-key-id="${keyId}"]`);
+    await visible(once, "#key-once after a rotation");
+    expect(await once.locator("input#key-value").inputValue()).toBe(newKey);
+    await shot("keys", "07-rotated-shown-once");
+    await expect
+      .poll(() => modelsWith(oldKey), { timeout: 15_000, message: "the old key after the rotation" })
+      .toMatchObject({ status: 401 });
+    expect(await modelsWith(newKey)).toEqual({ status: 200, ids: ["agent:main", "agent:markers"] });
+
+    // Leaving the view takes the key out of the page (the field emptied too); coming back does not bring it.
+    const field = await once.locator("input#key-value").elementHandle();
+    await openView("runs");
+    expect(await page.locator("input#key-value").count()).toBe(0);
+    expect(await field?.evaluate((input) => [(input as unknown as { value: string }).value, input.isConnected])).toEqual(["", false]);
+    await field?.dispose();
+    await openView("keys");
+    await visible(row, `the row of key ${keyId}`);
+    expect(await page.locator("#key-once").count()).toBe(0);
+
+    const revoked = await keyCall("DELETE", `/api/admin/keys/${keyId}`, () => row.locator('button[data-action="revoke"]').click());
+    expect(revoked.status()).toBe(200);
+    await expect.poll(() => textOf(row.locator("td.status")), { message: "td.status after revoking" }).toBe("revoked");
+    expect(await row.locator("button[data-action]").count()).toBe(0);
+    await expect.poll(() => modelsWith(newKey), { timeout: 15_000, message: "the key after revoking" }).toMatchObject({ status: 401 });
+    await shot("keys", "08-revoked");
+    await expectKeyNowhere(oldKey);
+    await expectKeyNowhere(newKey);
+    await expectCleanPage();
+  });
+
+  it("keys at a phone's width (390×844): the form, the key shown once and the list fit with no sideways page scroll", async () => {
+    await begin("keys-phone");
+    await ensureSignedIn();
+    phase = "keys-phone";
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await openView("keys");
+      const form = page.locator("form#key-create");
+      await visible(form, "form#key-create");
+      expect(await pageWidth()).toBeLessThanOrEqual(390);
+      await shot("keys-phone", "01-form-390x844");
+      await form.locator("input#key-caller").fill("browser-phone");
+      await form.locator("input#key-create-label").fill("a key made on a phone");
+      const created = await keyCall("POST", "/api/admin/keys", () => form.locator("button#key-submit").click());
+      expect(created.status()).toBe(201);
+      const { key, key_id: keyId } = (await created.json()) as { key: string; key_id: string };
+      await visible(page.locator("#key-once input#key-value"), "#key-once");
+      expect(await page.locator("#key-once input#key-value").inputValue()).toBe(key);
+      expect(await pageWidth()).toBeLessThanOrEqual(390);
+      const copy = await page.locator("button#key-copy").boundingBox();
+      expect((copy?.x ?? 0) + (copy?.width ?? 0)).toBeLessThanOrEqual(390);
+      // Where the page may not write to the clipboard, Copy selects the key for the operator to copy.
+      await page.evaluate(() =>
+        Object.defineProperty((globalThis as unknown as { navigator: object }).navigator, "clipboard", {
+          value: undefined,
+          configurable: true,
+        }),
+      );
+      await page.locator("button#key-copy").click();
+      await expect.poll(() => page.locator("#key-copied").getAttribute("data-copied"), { message: "#key-copied" }).toBe("selected");
+      const selected = await page.locator("input#key-value").evaluate((input) => {
+        const i = input as unknown as { value: string; selectionStart: number; selectionEnd: number };
+        return i.value.slice(i.selectionStart, i.selectionEnd);
+      });
+      expect(selected).toBe(key);
+      await shot("keys-phone", "02-shown-once-390x844");
+      await page.locator("button#key-dismiss").click();
+      expect(await page.locator("#key-once").count()).toBe(0);
+      expect(await textOf(keyRow(keyId).locator("td.agents"))).toBe("all");
+      expect(await page.locator("table#keys-table thead").isVisible()).toBe(false);
+      const box = await keyRow(keyId).boundingBox();
+      expect(box?.width).toBeLessThanOrEqual(390);
+      expect(await pageWidth()).toBeLessThanOrEqual(390);
+      await keyRow(keyId).scrollIntoViewIfNeeded();
+      await shot("keys-phone", "03-list-390x844");
+      await expectKeyNowhere(key);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
     await expectCleanPage();
   });
 

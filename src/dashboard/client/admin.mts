@@ -17,10 +17,11 @@ import { configView } from "./config.mts";
 import { byId } from "./dom.mts";
 import { envView } from "./env.mts";
 import { jobsView } from "./jobs.mts";
+import { keysView } from "./keys.mts";
 import { runsView } from "./runs.mts";
 import { secretsView } from "./secrets.mts";
 import { sessionsView } from "./sessions.mts";
-import { errorSlot, type View, type ViewContext, type ViewFactory } from "./view.mts";
+import { errorSlot, VIEW_LEAVE_EVENT, type View, type ViewContext, type ViewFactory } from "./view.mts";
 
 /** Each view, and the id of its error element when the page promises one. */
 const VIEWS: Record<string, { factory: ViewFactory; errorId?: string }> = {
@@ -32,6 +33,7 @@ const VIEWS: Record<string, { factory: ViewFactory; errorId?: string }> = {
   config: { factory: configView },
   secrets: { factory: secretsView, errorId: "secret-error" },
   env: { factory: envView },
+  keys: { factory: keysView },
 };
 
 const token = {
@@ -60,10 +62,16 @@ function setSigninError(message: string | null): void {
   signinError.classList.toggle("error", message !== null);
 }
 
+/** Tells the view showing that it is going (the keys view empties a key still shown, key-once.mts). */
+function leaveView(): void {
+  window.dispatchEvent(new Event(VIEW_LEAVE_EVENT));
+}
+
 function signOut(message: string | null = null): void {
   token.clear();
   generation++;
   current = null;
+  leaveView();
   main.replaceChildren();
   for (const id of ["status-model", "status-provider"]) byId(id).textContent = "…";
   dashboard.hidden = true;
@@ -134,6 +142,7 @@ function route(fresh = false): void {
   const mine = ++generation;
   const { factory, errorId } = VIEWS[name] as (typeof VIEWS)[string];
   const errors = errorSlot(errorId);
+  leaveView();
   main.replaceChildren(errors.el);
   const ctx: ViewContext = {
     root: main,

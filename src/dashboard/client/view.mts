@@ -22,6 +22,9 @@ export interface View {
 
 export type ViewFactory = (ctx: ViewContext, arg: string | undefined) => View | undefined;
 
+/** Dispatched on `window` just before the view showing is replaced (another view, the same one afresh, sign-out). */
+export const VIEW_LEAVE_EVENT = "sophie:view-leave";
+
 /** The view's error slot: holds at most one `p.error` (with `id`, if given) at a time. */
 export function errorSlot(id?: string): { el: HTMLElement; fail(err: unknown): void; clear(): void } {
   const el = h("div", { class: "error-slot" });
