@@ -300,6 +300,28 @@ describe("ISSUE24-2 Telegram: approving and denying from the chat", { timeout: 6
   });
 });
 
+describe("ISSUE24-2 the dashboard's decided list: a chat decision shows its decider (D-081)", { timeout: 60_000 }, () => {
+  it("ISSUE24-2 GET /api/admin/approvals (what 'Decided recently' reads) lists a Telegram press as telegram:<id> via telegram, an admin's as admin", async () => {
+    const s = await setup({ runs: 2 });
+    const a = await askInTelegram(s);
+    const b = await askInTelegram(s);
+    expect((await pressTelegram(s, a, a.approveData)).status).toBe(200);
+    expect((await call(s.app, "POST", `/api/admin/approvals/${b.approvalId}`, { decision: "deny" }, ADMIN)).status).toBe(200);
+    type Listed = { approval_id: string; status: string; decided_by: string | null; decided_via: string | null };
+    let listed: Listed[] = [];
+    await until(async () => {
+      const res = await call(s.app, "GET", "/api/admin/approvals?limit=200", undefined, ADMIN);
+      listed = (res.body.approvals as Listed[]).filter((x) => x.approval_id === a.approvalId || x.approval_id === b.approvalId);
+      return listed.length === 2 && listed.every((x) => x.status !== "pending");
+    });
+    const pick = ({ approval_id, status, decided_by, decided_via }: Listed) => ({ approval_id, status, decided_by, decided_via });
+    expect(listed.map(pick).sort((x, y) => (x.status < y.status ? -1 : 1))).toEqual([
+      { approval_id: a.approvalId, status: "approved", decided_by: "telegram:9001", decided_via: "telegram" },
+      { approval_id: b.approvalId, status: "denied", decided_by: "admin", decided_via: "admin" },
+    ]);
+  });
+});
+
 describe("ISSUE24-2 Telegram: presses that change nothing", { timeout: 60_000 }, () => {
   it("ISSUE24-2 a second press (the other button, then the same one) is refused; a redelivered update is acknowledged and does nothing", async () => {
     const s = await setup();
