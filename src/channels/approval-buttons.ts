@@ -150,9 +150,6 @@ function button(label: string, actionId: string, style: string, token: string): 
   return { type: "button", action_id: actionId, style, text: { type: "plain_text", text: label }, value: buttonData(token) };
 }
 
-/** Text for Slack's `text` field (notifications), escaped so nothing in it becomes a mention or a link. */
-export const slackEscape = (text: string): string => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-
 /** The decider as a chat shows it: `telegram:<id>` / `slack:<id>`, and the @username when the platform gave a plain one. */
 export function deciderLabel(decidedBy: string, username: string | null): string {
   const name = username && /^[A-Za-z0-9_.-]{1,64}$/.test(username) ? ` (@${username})` : "";

@@ -8,7 +8,8 @@
  * (`RunSpec.chatApprovals`) and whose conversation has a Telegram or Slack reply target — a run that never waits for
  * an approval, or waits in a session without one, reads and writes nothing here. Its target holds the chat, the
  * guarded text and the two buttons' tokens; the tokens are removed from the row once the message is out. A prompt
- * whose approval was decided (or expired) before it could be sent is skipped.
+ * whose approval was decided (or expired) before it could be sent is skipped; one delivered before is edited to
+ * the outcome through the same row (approval-outcomes.ts, D-081).
  */
 
 import { readLazy } from "../sessions/lazy-tables";
@@ -19,22 +20,24 @@ import {
   type PromptApproval,
   promptText,
   slackBlocks,
-  slackEscape,
   telegramKeyboard,
   tokenDigest,
 } from "./approval-buttons";
+import { deliverOutcomeEdit, followDecidedMeanwhile, type OutcomeEdit } from "./approval-outcomes";
 import { MAX_ATTEMPTS, type ReplyHost, type ReplyTarget, retryDelayMs, sendPart } from "./replies";
 
 /** A chat an approval can be asked in: the run's Telegram or Slack reply target (not a job's report). */
 export type PromptTarget = Extract<ReplyTarget, { channel: "telegram" | "slack" }>;
 
 /** What a prompt row's `target` column holds. */
-interface PromptBody {
+export interface PromptBody {
   to: PromptTarget;
   runId: string;
   text: string;
   /** Until the message is out; null after. */
   tokens: ButtonTokens | null;
+  /** Set when the approval was decided elsewhere or expired after the message went out: it is edited to this (D-081). */
+  edit?: OutcomeEdit;
 }
 
 /** What the approval step does with a chat prompt (the engine's RunHost.chatApprovalPrompt, src/runs/host.ts). */
@@ -92,10 +95,13 @@ export function chatApprovalPrompt(host: Pick<ReplyHost, "sql" | "secrets">, run
   };
 }
 
-interface DuePrompt extends Record<string, SqlStorageValue> {
+/** A due row of the prompt outbox. */
+export interface DuePrompt extends Record<string, SqlStorageValue> {
   approval_id: string;
   target: string;
+  status: string;
   attempts: number;
+  message_ids: string;
   approval_status: string;
 }
 
@@ -107,12 +113,13 @@ export async function deliverApprovalPrompts(host: ReplyHost, now = Date.now()):
     "reply_outbox",
     [],
     () => sql.all<DuePrompt>`
-      SELECT o.run_id AS approval_id, o.target, o.attempts, o.status, a.status AS approval_status FROM reply_outbox o JOIN approvals a ON a.id = o.run_id
+      SELECT o.run_id AS approval_id, o.target, o.attempts, o.status, o.message_ids, a.status AS approval_status FROM reply_outbox o JOIN approvals a ON a.id = o.run_id
       WHERE o.status = 'sending' OR (o.status = 'pending' AND o.next_attempt_at <= ${now}) ORDER BY o.next_attempt_at LIMIT 20`,
   );
   for (const row of rows) {
     const body = JSON.parse(row.target) as PromptBody;
-    if (row.status === "sending")
+    if (body.edit) await deliverOutcomeEdit(host, row, body, body.edit);
+    else if (row.status === "sending")
       settle(host, row.approval_id, body, "unknown", "interrupted while sending; not sent again (it may have been posted)");
     else if (row.approval_status !== "pending")
       settle(host, row.approval_id, body, "skipped", `the approval was ${row.approval_status} before its message went out`);
@@ -127,8 +134,7 @@ async function deliverPrompt(host: ReplyHost, row: DuePrompt, body: PromptBody):
   });
   const tokens = body.tokens;
   const markup = tokens ? { telegram: telegramKeyboard(tokens), slack: slackBlocks(body.text, tokens) } : {};
-  const text = body.to.channel === "slack" ? slackEscape(body.text) : body.text;
-  const result = await sendPart(host, body.to, body.runId, text, 0, markup);
+  const result = await sendPart(host, body.to, body.runId, body.text, 0, markup);
   const attempts = row.attempts + 1;
   if (result.ok) return settle(host, row.approval_id, body, "delivered", null, result.messageId);
   if (!result.answered) return settle(host, row.approval_id, body, "unknown", `${result.error}; not sent again (it may have been posted)`);
@@ -160,6 +166,8 @@ function settle(
   host.storage.transactionSync(() => {
     host.sql.run`UPDATE reply_outbox SET status = ${status}, target = ${kept}, message_ids = ${ids}, last_error = ${error},
                    parts_sent = ${messageId ? 1 : 0}, updated_at = ${new Date().toISOString()} WHERE run_id = ${approvalId}`;
+    // Decided (or expired) while the message was on its way: it is edited to the outcome next (D-081).
+    if (status === "delivered") followDecidedMeanwhile(host.sql, approvalId);
     host.audit(`approval.prompt.${status}`, body.runId, {
       approval_id: approvalId,
       channel: body.to.channel,

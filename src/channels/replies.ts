@@ -245,10 +245,10 @@ export const DISCORD_WITHHELD =
   'the Discord interaction token is withheld: channel "discord" is configured at another origin than the deployment\'s own config names; deploy the new channels.discord.apiBaseUrl instead';
 
 /** The bot tokens replies are posted with (each bound to its channel's origin, issue 20 §5). */
-type BotTokenName = "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN" | "DISCORD_BOT_TOKEN";
+export type BotTokenName = "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN" | "DISCORD_BOT_TOKEN";
 
 /** The bot token for a reply to `target`, unless it is missing or bound to another origin (then never sent). */
-function botToken(
+export function botToken(
   host: ReplyHost,
   name: BotTokenName,
   target: { channel: string; apiBaseUrl: string; tokenOrigin?: string },

@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { looksLikeButton } from "./approval-buttons";
+import { slackEscape } from "./slack";
 import { postPlatformJson, redactSecret, type SendFailure } from "./telegram";
 
 /** A press of one of our buttons, as read from a verified payload. */
@@ -88,14 +89,14 @@ async function callSlack(o: WebCall, method: string, body: Record<string, unknow
   return { ok: false, retry: status === 429 || status >= 500, status, error: `slack ${method} ${status}${code ? `: ${code}` : ""}` };
 }
 
-/** Replaces a message (`text` is the notification fallback, `blocks` what is shown). */
+/** Replaces a message (`text`, escaped here, is the notification fallback; `blocks` what is shown). */
 export function updateSlackMessage(
   o: WebCall & { channel: string; ts: string; text: string; blocks: Record<string, unknown>[] },
 ): Promise<{ ok: true } | SendFailure> {
-  return callSlack(o, "chat.update", { channel: o.channel, ts: o.ts, text: o.text, blocks: o.blocks });
+  return callSlack(o, "chat.update", { channel: o.channel, ts: o.ts, text: slackEscape(o.text), blocks: o.blocks });
 }
 
 /** A note only `user` sees, in `channel`. */
 export function postSlackEphemeral(o: WebCall & { channel: string; user: string; text: string }): Promise<{ ok: true } | SendFailure> {
-  return callSlack(o, "chat.postEphemeral", { channel: o.channel, user: o.user, text: o.text });
+  return callSlack(o, "chat.postEphemeral", { channel: o.channel, user: o.user, text: slackEscape(o.text) });
 }

@@ -36,6 +36,11 @@
  *   caller's abort, or on a 2xx that is not JSON (it may have been posted).
  *   Error text holds Slack's error code (only if it looks like one) and never
  *   the token or the message text.
+ * - Every `text` the gateway sends to Slack (a reply, `message.send`, a job's
+ *   report, an approval message and its update, a note to a presser) goes
+ *   through `slackEscape` in the function that posts it: model and user text
+ *   is mrkdwn to Slack, so `<!channel>`, `<@U…>` or `<https://…|label>` in it
+ *   would notify or plant a link (D-081).
  */
 import { z } from "zod";
 import { postPlatformJson, redactSecret, retryAfterHeader, type SendFailure } from "./telegram";
@@ -151,6 +156,12 @@ export function parseSlackPayload(body: unknown): SlackPayload {
 
 export type SlackSendResult = { ok: true; messageId: string } | SendFailure;
 
+/**
+ * Slack's documented escaping for message text (`&` → `&amp;`, `<` → `&lt;`, `>` → `&gt;`): nothing in the text can
+ * become a mention (`<!channel>`, `<!here>`, `<@U…>`), a channel link or a hyperlink; formatting (`*bold*`) stays.
+ */
+export const slackEscape = (text: string): string => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
 /** `ok:false` errors worth trying again later. */
 const RETRYABLE_ERRORS = new Set([
   "ratelimited",
@@ -175,7 +186,7 @@ export async function postSlackMessage(o: {
   blocks?: Record<string, unknown>[];
   signal?: AbortSignal;
 }): Promise<SlackSendResult> {
-  const body: Record<string, unknown> = { channel: o.channel, text: o.text };
+  const body: Record<string, unknown> = { channel: o.channel, text: slackEscape(o.text) };
   if (o.threadTs) body.thread_ts = o.threadTs;
   if (o.blocks) body.blocks = o.blocks;
   const posted = await postPlatformJson({

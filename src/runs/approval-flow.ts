@@ -4,6 +4,7 @@
  * arguments it was granted for), a human's decision, and the expiry of overdue approvals. The rows and the D1
  * index themselves are in approvals.ts.
  */
+import { queueOutcomeEdit } from "../channels/approval-outcomes";
 import type { GateDecision } from "../tools/policy";
 import {
   type ApprovalRow,
@@ -199,6 +200,7 @@ export function decideApproval(
   const run = getRun(sql, approval.run_id) as RunRow;
   storage.transactionSync(() => {
     decideApprovalRow(sql, approvalId, status, by, reason, now);
+    queueOutcomeEdit(sql, approvalId, { status, by }); // the chat's Approve / Deny message follows (D-081)
     // A run that ended meanwhile (cancelled) keeps its log closed: the decision is recorded on the approval only.
     if (isTerminal(run.status)) return;
     // Issue 24 §2: a decision from a chat says so (`decided_via`); an admin's event is as it always was.
@@ -219,6 +221,7 @@ export function expireOverdue(ctx: RunContext, now: Date): number {
     const run = getRun(sql, approval.run_id) as RunRow;
     storage.transactionSync(() => {
       decideApprovalRow(sql, approval.id, "expired", null, null, now);
+      queueOutcomeEdit(sql, approval.id, { status: "expired", by: null });
       if (!isTerminal(run.status)) {
         emit(ctx, run, "approval.decided", { approval_id: approval.id, decision: "expired" });
         if (run.status === "awaiting_approval") resumeAfterApproval(sql, run.id, now.toISOString());

@@ -443,6 +443,55 @@ describe("admin dashboard in Chromium", () => {
     await expectCleanPage();
   });
 
+  it("decided recently (issue 24 §2): an approval denied in the page is listed in table#decided-approvals-table with admin as its decider", async () => {
+    await begin("decided-approvals");
+    await ensureSignedIn();
+    phase = "decided-approvals";
+    const runId = await sendChat("browser-decided", "Please write a file that will be denied");
+    await openView("runs");
+    await visible(runRow(runId), `the row of run ${runId} in table#runs-table`, 30_000);
+    await waitForRunStatus(runId, "awaiting_approval");
+    const pending = (await (await gw().admin("/api/admin/approvals?status=pending")).json()) as {
+      approvals: { approval_id: string; run_id: string }[];
+    };
+    const approvalId = pending.approvals.find((a) => a.run_id === runId)?.approval_id as string;
+    expect(approvalId).toMatch(/^apr_/);
+
+    await openView("approvals");
+    const row = page.locator(`table#approvals-table tr[data-approval-id="${approvalId}"]`);
+    await visible(row, `the row of approval ${approvalId} in table#approvals-table`);
+    // Not decided yet: absent from the decided table.
+    expect(await page.locator(`table#decided-approvals-table tr[data-approval-id="${approvalId}"]`).count()).toBe(0);
+    await shot("decided-approvals", "01-pending");
+
+    await row.locator('button[data-action="deny"]').click();
+    await expect.poll(() => row.count(), { timeout: 15_000, message: "the denied row leaves table#approvals-table" }).toBe(0);
+    // The decided table loads with the view and on its Refresh.
+    const decided = page.locator(`table#decided-approvals-table tr[data-approval-id="${approvalId}"]`);
+    const refresh = page.locator('#decided-approvals button[data-action="refresh"]');
+    await expect
+      .poll(
+        async () => {
+          if ((await decided.count()) === 0) await refresh.click();
+          return decided.count();
+        },
+        { timeout: 15_000, interval: 500, message: `the row of approval ${approvalId} in table#decided-approvals-table` },
+      )
+      .toBe(1);
+    await visible(decided, "the decided row");
+    expect(await textOf(decided.locator("td.tool"))).toBe("fs.write_text");
+    expect(await textOf(decided.locator("td.status"))).toBe("denied");
+    expect(await decided.locator("td.status").getAttribute("data-status")).toBe("denied");
+    expect(await textOf(decided.locator("td.decided-by"))).toBe("admin");
+    expect(await textOf(decided.locator("td.decided-via"))).toBe("admin");
+    expect(await page.locator("#decided-approvals-empty").isVisible()).toBe(false);
+    await shot("decided-approvals", "02-decided-listed");
+
+    const approval = (await (await gw().admin(`/api/admin/approvals/${approvalId}`)).json()) as { status: string; decided_by: string };
+    expect([approval.status, approval.decided_by]).toEqual(["denied", "admin"]);
+    await expectCleanPage();
+  });
+
   it("runs list (issue 25 §3): a tool round's run shows its message and answer in short, caller, duration, rounds and tool calls, and its id by its tail", async () => {
     await begin("runs-list");
     await ensureSignedIn();

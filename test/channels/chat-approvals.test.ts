@@ -5,7 +5,7 @@
  * altered, replayed, expired, wrong-chat and not-an-approver presses change nothing. Platforms are mocked at the
  * network boundary (test/support/outbound.ts).
  */
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { mintButtonToken, parseButtonData } from "../../src/channels/approval-buttons";
@@ -292,7 +292,33 @@ describe("ISSUE24-2 Telegram: approving and denying from the chat", { timeout: 6
     await pressTelegram(s, a, a.approveData);
     expect(await alerts(s.tg)).toEqual(["This approval was already denied by admin; nothing changed."]);
     expect(await approvalOf(s, a.approvalId)).toMatchObject({ status: "denied", decided_by: "admin" });
-    expect(await methods(s.tg)).not.toContain("editMessageText");
+    // D-081: the message follows the admin's decision (one edit from the outbox; the refused press edits nothing).
+    await until(async () => (await methods(s.tg)).includes("editMessageText"));
+    expect((await postsAt(s.tg)).filter((p) => p.method === "editMessageText").map((p) => p.body.text)).toEqual([
+      `${a.prompt.body.text}\n\n⛔ Denied by admin`,
+    ]);
+  });
+});
+
+describe("ISSUE24-2 the dashboard's decided list: a chat decision shows its decider (D-081)", { timeout: 60_000 }, () => {
+  it("ISSUE24-2 GET /api/admin/approvals (what 'Decided recently' reads) lists a Telegram press as telegram:<id> via telegram, an admin's as admin", async () => {
+    const s = await setup({ runs: 2 });
+    const a = await askInTelegram(s);
+    const b = await askInTelegram(s);
+    expect((await pressTelegram(s, a, a.approveData)).status).toBe(200);
+    expect((await call(s.app, "POST", `/api/admin/approvals/${b.approvalId}`, { decision: "deny" }, ADMIN)).status).toBe(200);
+    type Listed = { approval_id: string; status: string; decided_by: string | null; decided_via: string | null };
+    let listed: Listed[] = [];
+    await until(async () => {
+      const res = await call(s.app, "GET", "/api/admin/approvals?limit=200", undefined, ADMIN);
+      listed = (res.body.approvals as Listed[]).filter((x) => x.approval_id === a.approvalId || x.approval_id === b.approvalId);
+      return listed.length === 2 && listed.every((x) => x.status !== "pending");
+    });
+    const pick = ({ approval_id, status, decided_by, decided_via }: Listed) => ({ approval_id, status, decided_by, decided_via });
+    expect(listed.map(pick).sort((x, y) => (x.status < y.status ? -1 : 1))).toEqual([
+      { approval_id: a.approvalId, status: "approved", decided_by: "telegram:9001", decided_via: "telegram" },
+      { approval_id: b.approvalId, status: "denied", decided_by: "admin", decided_via: "admin" },
+    ]);
   });
 });
 
@@ -715,5 +741,150 @@ describe("ISSUE24-2 configuration, tokens and OpenAPI", () => {
       expect(doc.components.schemas[name].properties.decided_by).toBeDefined();
       expect(doc.components.schemas[name].properties.decided_via.enum).toEqual(["admin", "telegram", "slack", null]);
     }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// D-081: the message follows an approval decided elsewhere (the admin API, the dashboard) or expired.
+
+const edits = async (host: string, method = "editMessageText") => (await postsAt(host)).filter((p) => p.method === method);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const stubOfRun = (runId: string) => env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
+const promptRow = async (runId: string, approvalId: string) =>
+  (await runInDurableObject(stubOfRun(runId), (_i, state: DurableObjectState) =>
+    state.storage.sql.exec("SELECT status, attempts, target FROM reply_outbox WHERE run_id = ?", approvalId).toArray(),
+  )) as { status: string; attempts: number; target: string }[];
+/** The prompt's row once its edit was delivered. */
+const settledEdit = async (runId: string, approvalId: string) => {
+  const edited = async () => {
+    const row = (await promptRow(runId, approvalId))[0];
+    return row?.status === "delivered" && row.target.includes('"edit"');
+  };
+  await until(edited, 15_000);
+  return (await promptRow(runId, approvalId))[0];
+};
+
+describe("ISSUE24-2 the chat message follows a decision taken elsewhere, or the expiry (D-081)", { timeout: 60_000 }, () => {
+  it("ISSUE24-2 admin approve → exactly one editMessageText: the request, then 'Approved by admin', and no keyboard", async () => {
+    const s = await setup();
+    const a = await askInTelegram(s);
+    const decided = await call(s.app, "POST", `/api/admin/approvals/${a.approvalId}`, { decision: "approve" }, ADMIN);
+    expect(decided.status).toBe(200);
+    expect((await waitForRun(s.app, a.runId)).status).toBe("completed");
+    await settledEdit(a.runId, a.approvalId);
+    await sleep(300); // nothing more comes
+    const edited = await edits(s.tg);
+    expect(edited.map((p) => [p.answered, p.body])).toEqual([
+      [200, { chat_id: String(a.chatId), message_id: a.messageId, text: `${a.prompt.body.text}\n\n✅ Approved by admin` }],
+    ]);
+    expect(edited[0]?.body).not.toHaveProperty("reply_markup"); // the inline keyboard goes with the edit
+    expect((await postsAt(s.tg)).filter((p) => p.method === "sendMessage").map((p) => p.body.text)).toEqual([
+      a.prompt.body.text,
+      "sent it",
+    ]);
+    const audit = await auditEvents(s, a.sessionKey, (events) => events.some((e) => e.event_type === "approval.prompt.edited"));
+    expect(audit.find((e) => e.event_type === "approval.prompt.edited")?.payload).toEqual({
+      approval_id: a.approvalId,
+      channel: "telegram",
+      outcome: "approved",
+    });
+  });
+
+  it("ISSUE24-2 admin deny on Slack → exactly one chat.update with the outcome and no buttons", async () => {
+    const s = await setup();
+    const a = await askInSlack(s);
+    expect((await call(s.app, "POST", `/api/admin/approvals/${a.approvalId}`, { decision: "deny" }, ADMIN)).status).toBe(200);
+    expect((await waitForRun(s.app, a.runId)).status).toBe("completed");
+    await settledEdit(a.runId, a.approvalId);
+    await sleep(300);
+    const raw = (a.prompt.body.blocks as { text: { text: string } }[])[0]?.text.text as string;
+    expect((await edits(s.slack, "chat.update")).map((p) => [p.answered, p.body])).toEqual([
+      [
+        200,
+        {
+          channel: a.channel,
+          ts: a.ts,
+          text: `${a.prompt.body.text}\n\n⛔ Denied by admin`,
+          blocks: [{ type: "section", text: { type: "plain_text", text: `${raw}\n\n⛔ Denied by admin`, emoji: true } }],
+        },
+      ],
+    ]);
+  });
+
+  it("ISSUE24-2 expiry (the alarm) → one edit saying nobody decided in time; a later press is refused and edits nothing more", async () => {
+    const s = await setup();
+    const a = await askInTelegram(s);
+    await runInDurableObject(stubOfRun(a.runId), (_i, state: DurableObjectState) => {
+      state.storage.sql.exec("UPDATE approvals SET expires_at = ? WHERE id = ?", new Date(Date.now() - 1000).toISOString(), a.approvalId);
+    });
+    await runDurableObjectAlarm(stubOfRun(a.runId));
+    expect((await approvalOf(s, a.approvalId)).status).toBe("expired");
+    await settledEdit(a.runId, a.approvalId);
+    await pressTelegram(s, a, a.approveData);
+    expect(await alerts(s.tg)).toEqual(["This approval has expired; nothing changed. The call was not run."]);
+    await sleep(300);
+    expect((await edits(s.tg)).map((p) => p.body.text)).toEqual([
+      `${a.prompt.body.text}\n\n⌛ Expired — nobody decided in time. The call was not run.`,
+    ]);
+    expect(invocations.filter((i) => i.runId === a.runId)).toHaveLength(0);
+  });
+
+  it("ISSUE24-2 decided while the prompt is still undelivered (its first post refused with 429): the prompt is never sent, nothing is edited", async () => {
+    const s = await setup({ tg: `flaky-${label()}.telegram.test` });
+    const a = await askInTelegram(s); // the 429'd post; the retry waits 2 s
+    expect(a.prompt.answered).toBe(429);
+    expect((await call(s.app, "POST", `/api/admin/approvals/${a.approvalId}`, { decision: "approve" }, ADMIN)).status).toBe(200);
+    await until(async () => (await promptRow(a.runId, a.approvalId))[0]?.status === "skipped", 15_000);
+    expect((await waitForRun(s.app, a.runId)).status).toBe("completed");
+    await sleep(300);
+    const posts = await postsAt(s.tg);
+    expect(posts.map((p) => [p.method, p.answered])).toEqual([
+      ["sendMessage", 429],
+      ["sendMessage", 200], // the run's own answer
+    ]);
+    expect(posts[1]?.body.text).toBe("sent it");
+    expect(JSON.parse((await promptRow(a.runId, a.approvalId))[0]?.target as string)).not.toHaveProperty("edit");
+  });
+
+  it("ISSUE24-2 the edit answered 429 first is retried once and delivered once", async () => {
+    const s = await setup({ tg: `editflaky-${label()}.telegram.test` });
+    const a = await askInTelegram(s);
+    expect((await call(s.app, "POST", `/api/admin/approvals/${a.approvalId}`, { decision: "deny" }, ADMIN)).status).toBe(200);
+    const row = await settledEdit(a.runId, a.approvalId);
+    expect(row?.attempts).toBe(2);
+    await sleep(300);
+    const edited = await edits(s.tg);
+    expect(edited.map((p) => p.answered)).toEqual([429, 200]);
+    expect(edited[0]?.body).toEqual(edited[1]?.body);
+    expect(edited[1]?.body.text).toBe(`${a.prompt.body.text}\n\n⛔ Denied by admin`);
+  });
+
+  it("ISSUE24-2 evictDurableObject between the decision and the edit loses nothing: the edit is sent after the eviction, once", async () => {
+    const flaky = await setup({ tg: `editflaky-${label()}.telegram.test` });
+    const a = await askInTelegram(flaky);
+    expect((await call(flaky.app, "POST", `/api/admin/approvals/${a.approvalId}`, { decision: "approve" }, ADMIN)).status).toBe(200);
+    await until(async () => (await edits(flaky.tg)).length === 1); // the 429: the edit now waits in the outbox
+    // Held back while the object is evicted, so that the eviction surely falls between the decision and the edit.
+    const hold = (at: number) =>
+      runInDurableObject(stubOfRun(a.runId), (_i, state: DurableObjectState) => {
+        state.storage.sql.exec("UPDATE reply_outbox SET next_attempt_at = ? WHERE run_id = ?", at, a.approvalId);
+      });
+    await hold(Date.now() + 3_600_000);
+    await evictDurableObject(stubOfRun(a.runId));
+    const kept = (await promptRow(a.runId, a.approvalId))[0];
+    expect([kept?.status, kept?.attempts, JSON.parse(kept?.target as string).edit]).toEqual([
+      "pending",
+      1,
+      { status: "approved", by: "admin" },
+    ]);
+    expect(await edits(flaky.tg)).toHaveLength(1);
+    await hold(0);
+    await runDurableObjectAlarm(stubOfRun(a.runId));
+    await settledEdit(a.runId, a.approvalId);
+    await sleep(300);
+    expect((await edits(flaky.tg)).map((p) => [p.answered, p.body.text])).toEqual([
+      [429, `${a.prompt.body.text}\n\n✅ Approved by admin`],
+      [200, `${a.prompt.body.text}\n\n✅ Approved by admin`],
+    ]);
   });
 });

@@ -280,7 +280,8 @@ const platformPosts: PlatformPost[] = [];
  * Chat platform APIs: Telegram Bot API at `https://<scenario>[-x].telegram.test/bot<token>/sendMessage`, Slack Web API at
  * `https://<scenario>[-x].slack.test/api/chat.postMessage`. Scenarios: `ok`; `flaky` — the first `fail` (default 1, from a
  * host label `flaky<n>`) posts to the host answer 429 (Telegram `retry_after: 0`) or 500, then ok; `limited` — the first
- * post answers 429 on either platform (Slack with `Retry-After: 0`), then ok; `down` always 500.
+ * post answers 429 on either platform (Slack with `Retry-After: 0`), then ok; `editflaky` — the first message edit
+ * (`editMessageText`, `chat.update`) answers 429, everything else ok; `down` always 500.
  * Seen at `GET https://mock.control/platform?host=<host>`.
  */
 async function platformAnswer(kind: "telegram" | "slack" | "discord", scenario: string, request: Request, url: URL): Promise<Response> {
@@ -296,7 +297,10 @@ async function platformAnswer(kind: "telegram" | "slack" | "discord", scenario: 
   let status = 200;
   if (scenario === "down" || (flaky && earlier < failFirst)) status = kind === "telegram" && flaky ? 429 : 500;
   if (scenario === "limited" && earlier === 0) status = 429;
-  platformPosts.push({ host: url.hostname, method: url.pathname.split("/").at(-1) ?? "", body, authorized, answered: status });
+  const method = url.pathname.split("/").at(-1) ?? "";
+  const edit = method === "editMessageText" || method === "chat.update";
+  if (scenario === "editflaky" && edit && !platformPosts.some((p) => p.host === url.hostname && p.method === method)) status = 429;
+  platformPosts.push({ host: url.hostname, method, body, authorized, answered: status });
   if (kind === "telegram") {
     if (status === 429)
       return json({ ok: false, error_code: 429, description: "Too Many Requests: retry after 0", parameters: { retry_after: 0 } }, 429);

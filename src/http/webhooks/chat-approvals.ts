@@ -21,7 +21,6 @@ import {
   parseButtonData,
   promptText,
   slackBlocks,
-  slackEscape,
   tokenDigest,
 } from "../../channels/approval-buttons";
 import { verifySlackSignature } from "../../channels/slack";
@@ -174,7 +173,7 @@ async function slackPress(c: Context<AppEnv>, agentId: string, press: SlackPress
     ...call,
     channel: press.channelId,
     ts: press.messageTs,
-    text: slackEscape(text),
+    text, // escaped by updateSlackMessage, like every text sent to Slack (D-081)
     blocks: slackBlocks(text, null),
   });
   if (!updated.ok) c.get("logger").log("warn", "approval.chat.answer_failed", { channel: "slack", error: updated.error });
