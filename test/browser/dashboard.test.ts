@@ -741,8 +741,12 @@ describe("admin dashboard in Chromium", () => {
     // The totals shown are the API's, figure by figure (exact in data-value, readable in the text).
     const byCaller = await usageApi("caller");
     await expectFigures(page.locator("dl#usage-totals"), "dd", byCaller.total);
-    expect(byCaller.total.uncosted_requests).toBeGreaterThan(0); // the markers run: its model has no price
+    const uncosted = byCaller.total.uncosted_requests;
+    expect(uncosted).toBeGreaterThan(0); // the markers run: its model has no price
     await visible(page.locator("#usage-uncosted"), "#usage-uncosted");
+    expect(await textOf(page.locator("#usage-uncosted"))).toBe(
+      `${countText(uncosted)} ${uncosted === 1 ? "model call has" : "model calls have"} no cost (model not priced, or usage not reported): not in the cost.`,
+    );
     await expectGroups("caller", byCaller);
 
     // The chart: one bar group per day with usage, a segment per group there, a legend entry per series.
@@ -750,6 +754,8 @@ describe("admin dashboard in Chromium", () => {
     await visible(chart, "the usage chart");
     expect(await chart.getAttribute("role")).toBe("img");
     expect(await textOf(chart.locator("title#usage-chart-title"))).toBe("Usage per day: cost (USD)");
+    expect(await chart.locator("desc#usage-chart-desc").count()).toBe(1);
+    expect(await chart.locator("text.axis-title").allTextContents()).toEqual(["cost (USD)", "UTC day"]);
     const days = [...new Set(byCaller.series.map((s) => s.day))];
     expect(await chart.locator("g.day").evaluateAll((gs) => gs.map((g) => g.getAttribute("data-day")))).toEqual(days);
     expect(await chart.locator(`g.day[data-day="${today}"] rect`).count()).toBe(

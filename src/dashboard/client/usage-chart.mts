@@ -56,7 +56,7 @@ function niceMax(max: number): number {
 export function usageChart(input: ChartInput, width: number): SVGElement {
   const { days, series, figures, metric } = input;
   const height = 240;
-  const pad = { left: 64, right: 8, top: 10, bottom: 34 };
+  const pad = { left: 64, right: 8, top: 22, bottom: 34 };
   const plotW = width - pad.left - pad.right;
   const plotH = height - pad.top - pad.bottom;
   const slot = plotW / Math.max(1, days.length);
@@ -99,6 +99,8 @@ export function usageChart(input: ChartInput, width: number): SVGElement {
       s("text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" }, metricText(v, metric)),
     );
   }
+  // Axis titles: what the bars measure (above the y axis) and that the days are UTC (under the x axis, at its end).
+  axis.append(s("text", { class: "axis-title", x: 4, y: 10 }, what));
   svg.append(axis);
 
   // The x axis: at most about one label per 70 units, the first and every step-th day (MM-DD).
@@ -112,6 +114,7 @@ export function usageChart(input: ChartInput, width: number): SVGElement {
       s("text", { x: cx, y: height - pad.bottom + 18, "text-anchor": "middle" }, day.slice(5)),
     );
   });
+  xAxis.append(s("text", { class: "axis-title", x: width - pad.right, y: height - 2, "text-anchor": "end" }, "UTC day"));
   xAxis.append(s("line", { class: "base", x1: pad.left, x2: width - pad.right, y1: pad.top + plotH, y2: pad.top + plotH }));
   svg.append(xAxis);
 

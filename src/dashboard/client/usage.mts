@@ -184,7 +184,7 @@ export const usageView: ViewFactory = (ctx) => {
         ? h(
             "p",
             { class: "muted", id: "usage-uncosted" },
-            `${countText(u.total.uncosted_requests)} model calls have no cost (model not priced, or usage not reported); they are not in the cost.`,
+            `${countText(u.total.uncosted_requests)} ${u.total.uncosted_requests === 1 ? "model call has" : "model calls have"} no cost (model not priced, or usage not reported): not in the cost.`,
           )
         : null;
     out.replaceChildren(totalsList(u.total), uncosted ?? "", figure, h("h3", {}, `Per ${u.group_by}`), groupsTable(u), daysTable(u));
