@@ -824,6 +824,12 @@ describe("admin dashboard in Chromium", () => {
       expect(box?.width).toBeGreaterThan(250);
       expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(390);
       await visible(page.locator("table#usage-groups"), "table#usage-groups");
+      // The per-group table is wider than the phone: it scrolls inside its own box, not the page.
+      const scroller = await page
+        .locator(".table-scroll:has(> table#usage-groups)")
+        .evaluate((el) => ({ scroll: el.scrollWidth, client: el.clientWidth, right: el.getBoundingClientRect().right }));
+      expect(scroller.scroll).toBeGreaterThan(scroller.client);
+      expect(scroller.right).toBeLessThanOrEqual(390);
       await shot("usage-phone", "01-usage-390x844");
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
