@@ -7,6 +7,7 @@ export const ADMIN_API = {
   status: { method: "GET", path: "/api/admin/status" },
   runs: { method: "GET", path: "/api/admin/runs" },
   run: { method: "GET", path: "/api/admin/runs/{run_id}" },
+  usage: { method: "GET", path: "/api/admin/usage" },
   sessions: { method: "GET", path: "/api/admin/chat/sessions" },
   messages: { method: "GET", path: "/api/admin/chat/sessions/{session_id}/messages" },
   generations: { method: "GET", path: "/api/admin/chat/generations" },

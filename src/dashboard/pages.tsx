@@ -7,7 +7,7 @@ import type { FC, PropsWithChildren } from "hono/jsx";
 import type { DashboardAsset } from "./types";
 
 /** The views of the dashboard, in navigation order (`#/runs` …). */
-export const ADMIN_VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"] as const;
+export const ADMIN_VIEWS = ["runs", "usage", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"] as const;
 
 interface Assets {
   base: "/admin" | "/docs";

@@ -3,6 +3,7 @@
  * Shipped by the SessionDO's index outbox (src/sessions/index-outbox.ts) within a second of a run's change;
  * reading one run never needs it (the run id names its object).
  */
+import { type IndexedUsage, listedUsageOf } from "../usage/view";
 
 export interface RunIndexRow {
   run_id: string;
@@ -26,8 +27,11 @@ export interface RunIndexRow {
   tool_calls?: number | null;
 }
 
-/** A run as the index lists it: every column, NULL where an older row has none. */
-export type ListedRun = { [K in keyof RunIndexRow]-?: Exclude<RunIndexRow[K], undefined> };
+/**
+ * A run as the index lists it: every column, NULL where an older row has none, and (D-082) its tokens and cost from
+ * the usage columns of the same row.
+ */
+export type ListedRun = { [K in keyof RunIndexRow]-?: Exclude<RunIndexRow[K], undefined> } & ReturnType<typeof listedUsageOf>;
 
 /** A preview's length in characters (an ellipsis ends a cut one). */
 export const PREVIEW_CHARS = 80;
@@ -189,9 +193,10 @@ export interface RunFilters {
   limit: number;
 }
 
-/** The columns a listed run has. */
+/** The columns a listed run has (its usage columns become `tokens` and `cost`: listedUsageOf). */
 const LISTED = `run_id, agent_id, session_key, session_id, caller_id, source, status, created_at, updated_at,
-  message_preview, output_preview, duration_ms, rounds, tool_calls`;
+  message_preview, output_preview, duration_ms, rounds, tool_calls,
+  requests, uncosted_requests, prompt_tokens, completion_tokens, cached_tokens, CAST(cost_pico AS TEXT) AS cost_pico`;
 
 /**
  * The statement of a page of runs: only the filters given are in it, so SQLite can read an index range
@@ -221,6 +226,9 @@ export async function listRuns(db: D1Database, f: RunFilters): Promise<ListedRun
   const rows = await db
     .prepare(sql)
     .bind(...binds)
-    .all<ListedRun>();
-  return rows.results;
+    .all<Omit<ListedRun, "tokens" | "cost"> & IndexedUsage>();
+  return rows.results.map(({ requests, uncosted_requests, prompt_tokens, completion_tokens, cached_tokens, cost_pico, ...run }) => ({
+    ...run,
+    ...listedUsageOf({ requests, uncosted_requests, prompt_tokens, completion_tokens, cached_tokens, cost_pico }),
+  }));
 }

@@ -47,3 +47,37 @@ export function openAiUsageExtras(run: RunRow): { cached_tokens?: number; cost_u
     ...(run.uncosted_calls === 0 && run.model_calls > 0 ? { cost_usd: usdOfPico(run.cost_pico) } : {}),
   };
 }
+
+/** Issue 25 §3 (D-082): a listed run's provider-reported tokens, as GET /api/admin/runs shows them. */
+export interface ListedTokens {
+  prompt: number;
+  completion: number;
+  cached: number;
+  total: number;
+}
+
+/** The usage columns of a run's D1 index row that the runs list reads (cost as exact decimal text). */
+export interface IndexedUsage {
+  requests: number;
+  uncosted_requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  cost_pico: string | number;
+}
+
+/**
+ * A listed run's `tokens` and `cost` from its index row alone, by the OpenAI block's rule: a cost only when the run
+ * made a call and every call was costed (a run with no call cannot tell an unpriced model from a free one: null).
+ */
+export function listedUsageOf(u: IndexedUsage): { tokens: ListedTokens; cost: RunCost } {
+  return {
+    tokens: {
+      prompt: u.prompt_tokens,
+      completion: u.completion_tokens,
+      cached: u.cached_tokens,
+      total: u.prompt_tokens + u.completion_tokens,
+    },
+    cost: u.requests > 0 && u.uncosted_requests === 0 ? { usd: usdOfPico(u.cost_pico) } : null,
+  };
+}

@@ -25,18 +25,24 @@
  * button#key-submit`, `#key-once[data-key-id] input#key-value button#key-copy #key-copied[data-copied]
  * button#key-dismiss`, `table#keys-table tr[data-key-id] td.status td.caller td.label td.agents td.limits
  * button[data-action=edit|rotate|revoke]`, `#keys-empty`, `form#key-edit[data-key-id] input#key-edit-label
- * input[name=agents] input#key-edit-rpm input#key-edit-tpd button[type=submit] button[data-action=cancel]`.
+ * input[name=agents] input#key-edit-rpm input#key-edit-tpd button[type=submit] button[data-action=cancel]`;
+ * D-082: the run row's `td.tokens td.cost`,
+ * `#run-detail dd.requests dd.tokens dd.cost`, `form#usage-filters input[name=from|to] select[name=group_by|metric]
+ * button[data-action=apply]`, `dl#usage-totals dd[data-field][data-value]`, `table#usage-groups[data-group-by]
+ * tr[data-key] td[data-field]`, `#usage-chart svg.chart[data-metric] g.day[data-day] rect`, `ul#usage-legend >
+ * li[data-series]`, `table#usage-days`, `#usage-empty`, `#usage-uncosted`.
  */
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { durationText, offsetText } from "../../src/dashboard/durations";
-import { chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGateway } from "./gateway";
+import { countText, usdText, usdTitle } from "../../src/dashboard/usage-format";
+import { BROWSER_PRICING, chromiumLaunchOptions, chromiumPath, type Gateway, SCREENSHOTS, startGateway } from "./gateway";
 
 /** The scenario under way, for the screenshot a failure leaves: test-results/screenshots/<scenario>-failed.png. */
 let scenario = "start";
 
-const VIEWS = ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"] as const;
+const VIEWS = ["runs", "usage", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"] as const;
 /** The run statuses the runs table shows (RunSchema in src/http/run-schemas.ts). */
 type RunStatus = "queued" | "running" | "awaiting_approval" | "completed" | "failed" | "cancelled";
 
@@ -747,6 +753,189 @@ describe("admin dashboard in Chromium", () => {
     await expectCleanPage();
   });
 
+  it("runs list and run view (issue 25 §3, D-082): each run shows its tokens and cost, exactly as the admin API has them", async () => {
+    await begin("runs-usage");
+    await ensureSignedIn();
+    phase = "runs-usage";
+    const runId = listRunId as string;
+    expect(runId).toBeTruthy();
+    const listed = (await (await gw().admin("/api/admin/runs?agent_id=main&limit=200")).json()) as { runs: UsageRunEntry[] };
+    const entry = listed.runs.find((r) => r.run_id === runId) as UsageRunEntry;
+    // Two model calls of the priced offline model (a tool round and the answer): tokens reported, a cost known.
+    expect(entry.tokens.total).toBeGreaterThan(0);
+    expect(entry.tokens.total).toBe(entry.tokens.prompt + entry.tokens.completion);
+    expect(entry.cost?.usd).toMatch(/^0\.\d+$/);
+    const detail = (await (await gw().admin(`/api/admin/runs/${runId}`)).json()) as {
+      usage: { requests: number; prompt_tokens: number; completion_tokens: number; cached_tokens: number; total_tokens: number };
+      cost: { usd: string } | null;
+    };
+    expect(detail.cost).toEqual(entry.cost);
+    expect(detail.usage).toMatchObject({ requests: 2, prompt_tokens: entry.tokens.prompt, completion_tokens: entry.tokens.completion });
+    // The exact cost: the offline model's reported tokens at BROWSER_PRICING, in pico-USD.
+    const pico =
+      entry.tokens.prompt * BROWSER_PRICING.inputPerMillion * 1e6 + entry.tokens.completion * BROWSER_PRICING.outputPerMillion * 1e6;
+    expect(Number(entry.cost?.usd)).toBeCloseTo(pico / 1e12, 12);
+
+    await openView("runs");
+    const row = runRow(runId);
+    await visible(row, `the row of run ${runId}`);
+    expect(await textOf(row.locator("td.tokens"))).toBe(countText(entry.tokens.total));
+    expect(await textOf(row.locator("td.cost"))).toBe(usdText(entry.cost?.usd));
+    expect(await row.locator("td.cost span").getAttribute("title")).toBe(usdTitle(entry.cost?.usd));
+    await shot("runs-usage", "01-list-tokens-cost");
+
+    await row.click();
+    await visible(page.locator("#run-detail dd.cost"), "#run-detail dd.cost");
+    expect(await textOf(page.locator("#run-detail dd.requests"))).toBe("2");
+    expect(await textOf(page.locator("#run-detail dd.tokens"))).toBe(
+      `${countText(detail.usage.total_tokens)} — prompt ${countText(detail.usage.prompt_tokens)} (cached ${countText(detail.usage.cached_tokens)}), completion ${countText(detail.usage.completion_tokens)}`,
+    );
+    expect(await textOf(page.locator("#run-detail dd.cost"))).toBe(usdText(detail.cost?.usd));
+    expect(await page.locator("#run-detail dd.cost span").getAttribute("title")).toBe(usdTitle(detail.cost?.usd));
+    await page.locator("#run-detail dl.facts").scrollIntoViewIfNeeded();
+    await shot("runs-usage", "02-run-view-usage");
+    await expectCleanPage();
+  });
+
+  it("usage view (issue 25 §3, D-082): totals equal the API's, group by changes the table, one bar group per day with usage, empty and bad ranges", async () => {
+    await begin("usage");
+    await ensureSignedIn();
+    phase = "usage";
+    // More callers, agents and models: a run of the unpriced markers agent, and an admin setup session (caller admin).
+    const queued = await gw().api("/v1/runs", { method: "POST", body: JSON.stringify({ agent_id: "markers", message: "Hello markers" }) });
+    const markersRun = ((await queued.json()) as { id: string }).id;
+    expect(queued.status).toBe(202);
+    const setup = await gw().admin("/api/admin/setup-sessions", {
+      method: "POST",
+      body: JSON.stringify({ agent_id: "main", message: "Hello from the usage view test" }),
+    });
+    expect(setup.status).toBe(202);
+    const setupRun = ((await setup.json()) as { id: string }).id;
+    const today = new Date().toISOString().slice(0, 10);
+    const from = new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
+    const usageApi = async (groupBy: string) =>
+      (await (await gw().admin(`/api/admin/usage?from=${from}&to=${today}&group_by=${groupBy}&series=day`)).json()) as UsageAnswer;
+    // Both runs ended and their usage shipped (within about a second of stopping).
+    for (const id of [markersRun, setupRun])
+      await expect
+        .poll(async () => ((await (await gw().admin(`/api/admin/runs/${id}`)).json()) as { run: { status: string } }).run.status, {
+          timeout: 60_000,
+          message: `the status of run ${id}`,
+        })
+        .toBe("completed");
+    await expect
+      .poll(async () => (await usageApi("agent")).groups.map((g) => g.key), { timeout: 15_000, message: "usage per agent" })
+      .toEqual(["main", "markers"]);
+    await expect
+      .poll(async () => (await usageApi("caller")).groups.map((g) => g.key), { timeout: 15_000, message: "usage per caller" })
+      .toEqual(["admin", `api:${gw().apiCaller}`]);
+
+    await page.locator('nav a[data-view="usage"]').click();
+    await expect.poll(() => new URL(page.url()).hash, { message: "the hash route of the usage view" }).toBe("#/usage");
+    const form = page.locator("form#usage-filters");
+    expect(await form.locator('input[name="from"]').inputValue()).toBe(from);
+    expect(await form.locator('input[name="to"]').inputValue()).toBe(today);
+    await visible(page.locator("dl#usage-totals"), "dl#usage-totals");
+
+    // The totals shown are the API's, figure by figure (exact in data-value, readable in the text).
+    const byCaller = await usageApi("caller");
+    await expectFigures(page.locator("dl#usage-totals"), "dd", byCaller.total);
+    const uncosted = byCaller.total.uncosted_requests;
+    expect(uncosted).toBeGreaterThan(0); // the markers run: its model has no price
+    await visible(page.locator("#usage-uncosted"), "#usage-uncosted");
+    expect(await textOf(page.locator("#usage-uncosted"))).toBe(
+      `${countText(uncosted)} ${uncosted === 1 ? "model call has" : "model calls have"} no cost (model not priced, or usage not reported): not in the cost.`,
+    );
+    await expectGroups("caller", byCaller);
+
+    // The chart: one bar group per day with usage, a segment per group there, a legend entry per series.
+    const chart = page.locator("#usage-chart svg.chart");
+    await visible(chart, "the usage chart");
+    expect(await chart.getAttribute("role")).toBe("img");
+    expect(await textOf(chart.locator("title#usage-chart-title"))).toBe("Usage per day: cost (USD)");
+    expect(await chart.locator("desc#usage-chart-desc").count()).toBe(1);
+    expect(await chart.locator("text.axis-title").allTextContents()).toEqual(["cost (USD)", "UTC day"]);
+    const days = [...new Set(byCaller.series.map((s) => s.day))];
+    expect(await chart.locator("g.day").evaluateAll((gs) => gs.map((g) => g.getAttribute("data-day")))).toEqual(days);
+    expect(await chart.locator(`g.day[data-day="${today}"] rect`).count()).toBe(
+      byCaller.series.filter((s) => s.day === today && Number(s.cost_usd ?? 0) > 0).length,
+    );
+    expect(await page.locator("ul#usage-legend > li").evaluateAll((lis) => lis.map((li) => li.getAttribute("data-series")))).toEqual(
+      [...byCaller.groups].sort((a, b) => Number(b.cost_usd ?? 0) - Number(a.cost_usd ?? 0)).map((g) => g.key),
+    );
+    expect(await page.locator("table#usage-days tbody tr").count()).toBe(byCaller.series.length);
+    await shot("usage", "01-by-caller");
+
+    // Tokens instead of cost: the chart is drawn again from the same answer.
+    await form.locator('select[name="metric"]').selectOption("tokens");
+    await expect.poll(() => chart.getAttribute("data-metric"), { message: "the chart's metric" }).toBe("tokens");
+    expect(await chart.locator(`g.day[data-day="${today}"] rect`).count()).toBe(byCaller.series.filter((s) => s.day === today).length);
+
+    // Group by agent: the table changes to the API's per-agent figures.
+    const answered = page.waitForResponse((r) => new URL(r.url()).pathname === "/api/admin/usage");
+    await form.locator('select[name="group_by"]').selectOption("agent");
+    expect(new URL((await answered).url()).searchParams.get("group_by")).toBe("agent");
+    await visible(page.locator('table#usage-groups[data-group-by="agent"]'), "the per-agent table");
+    await expectGroups("agent", await usageApi("agent"));
+    expect(await textOf(page.locator('table#usage-groups tr[data-key="markers"] td.cost'))).toBe("—");
+    await shot("usage", "02-by-agent-tokens");
+    await form.locator('select[name="group_by"]').selectOption("model");
+    await visible(page.locator('table#usage-groups[data-group-by="model"]'), "the per-model table");
+    await expectGroups("model", await usageApi("model"));
+
+    // A range with nothing in it: a clear empty state.
+    await form.locator('input[name="from"]').fill("2001-01-01");
+    await form.locator('input[name="to"]').fill("2001-01-31");
+    await form.locator('button[data-action="apply"]').click();
+    await visible(page.locator("#usage-empty"), "#usage-empty");
+    expect(await page.locator("#usage-chart").count()).toBe(0);
+    await shot("usage", "03-empty");
+
+    // A range that ends before it starts: the gateway's 400, shown like every view's errors.
+    EXPECTED_CONSOLE_ERRORS["usage-bad-range"] = /^Failed to load resource: the server responded with a status of 400\b/;
+    phase = "usage-bad-range";
+    await form.locator('input[name="from"]').fill("2001-02-01");
+    await form.locator('button[data-action="apply"]').click();
+    await visible(page.locator("main .error"), "the error of a backwards range");
+    expect(await textOf(page.locator("main .error"))).toBe("to: must not be before from (2001-02-01)");
+    await shot("usage", "04-bad-range");
+    phase = "usage";
+    await expectCleanPage();
+  });
+
+  it("usage view at a phone's width (390×844): no sideways page scroll, the chart scales to the width, the table scrolls in its box", async () => {
+    await begin("usage-phone");
+    await ensureSignedIn();
+    phase = "usage-phone";
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      // Opened afresh at this width (a click on the link of the view showing rebuilds it with its default range).
+      await page.locator('nav a[data-view="usage"]').click();
+      await expect.poll(() => new URL(page.url()).hash).toBe("#/usage");
+      const chart = page.locator("#usage-chart svg.chart");
+      await visible(chart, "the usage chart");
+      const pageWidth = () =>
+        page.evaluate(
+          () => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth,
+        );
+      expect(await pageWidth()).toBeLessThanOrEqual(390);
+      const box = await chart.boundingBox();
+      expect(box?.width).toBeGreaterThan(250);
+      expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(390);
+      await visible(page.locator("table#usage-groups"), "table#usage-groups");
+      // The per-group table is wider than the phone: it scrolls inside its own box, not the page.
+      const scroller = await page
+        .locator(".table-scroll:has(> table#usage-groups)")
+        .evaluate((el) => ({ scroll: el.scrollWidth, client: el.clientWidth, right: el.getBoundingClientRect().right }));
+      expect(scroller.scroll).toBeGreaterThan(scroller.client);
+      expect(scroller.right).toBeLessThanOrEqual(390);
+      await shot("usage-phone", "01-usage-390x844");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+    await expectCleanPage();
+  });
+
   it("a session's detail lists its key's generations: after /new the archived one and the current one, each with its status", async () => {
     await begin("generations");
     await ensureSignedIn();
@@ -1173,3 +1362,52 @@ describe("admin dashboard in Chromium", () => {
     await expectCleanPage(true);
   });
 });
+
+/** A run of GET /api/admin/runs as the usage scenarios read it (D-082). */
+interface UsageRunEntry {
+  run_id: string;
+  tokens: { prompt: number; completion: number; cached: number; total: number };
+  cost: { usd: string } | null;
+}
+/** The figures of GET /api/admin/usage (a group's, a day's or the total). */
+interface UsageFigures {
+  requests: number;
+  runs: number;
+  uncosted_requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  total_tokens: number;
+  cost_usd: string | null;
+}
+interface UsageAnswer {
+  groups: (UsageFigures & { key: string | null })[];
+  total: UsageFigures;
+  series: (UsageFigures & { day: string; key: string | null })[];
+}
+
+/** The usage view's figure cells (`data-field`) under `scope` show exactly `f`: the value in data-value, readable in the text. */
+async function expectFigures(scope: Locator, tag: "dd" | "td", f: UsageFigures): Promise<void> {
+  const expected: Record<string, [string, string]> = {
+    requests: [String(f.requests), countText(f.requests)],
+    runs: [String(f.runs), countText(f.runs)],
+    prompt: [String(f.prompt_tokens), countText(f.prompt_tokens)],
+    completion: [String(f.completion_tokens), countText(f.completion_tokens)],
+    cached: [String(f.cached_tokens), countText(f.cached_tokens)],
+    total: [String(f.total_tokens), countText(f.total_tokens)],
+    cost: [f.cost_usd ?? "", usdText(f.cost_usd)],
+  };
+  const shown = await scope
+    .locator(`${tag}[data-field]`)
+    .evaluateAll((cells) => cells.map((c) => [c.getAttribute("data-field"), c.getAttribute("data-value"), (c.textContent ?? "").trim()]));
+  expect(Object.fromEntries(shown.map(([k, v, t]) => [k, [v, t]]))).toEqual(expected);
+}
+
+/** The usage view's table per group shows the API's groups, in its order, each with its figures. */
+async function expectGroups(groupBy: string, answer: UsageAnswer): Promise<void> {
+  const rows = page.locator(`table#usage-groups[data-group-by="${groupBy}"] tbody tr`);
+  await expect
+    .poll(() => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-key"))), { message: `the rows per ${groupBy}` })
+    .toEqual(answer.groups.map((g) => g.key ?? ""));
+  for (const g of answer.groups) await expectFigures(page.locator(`table#usage-groups tr[data-key="${g.key ?? ""}"]`), "td", g);
+}

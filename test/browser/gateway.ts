@@ -92,10 +92,16 @@ export function readDevVars(file: string): Record<string, string> {
   return vars;
 }
 
-/** The development configuration with the offline model's baseUrl on `modelPort`. */
+/** The price the browser tests give the offline model (USD per million tokens). */
+export const BROWSER_PRICING = { inputPerMillion: 2.5, outputPerMillion: 10 };
+
+/** The development configuration with the offline model's baseUrl on `modelPort` (and its price). */
 export function developmentConfig(modelPort: number): Record<string, any> {
   const config = JSON5.parse(readFileSync(join(root, "config", "gateway.dev.json5"), "utf8"));
   config.models.providers.local.baseUrl = `http://127.0.0.1:${modelPort}/v1`;
+  // Issue 25 §3 (D-082): the offline model priced, so the runs list and the usage view show costs; the markers model
+  // stays unpriced, so they also show a cost that is not known.
+  config.models.providers.local.models["sophie-local"].pricing = BROWSER_PRICING;
   return config;
 }
 

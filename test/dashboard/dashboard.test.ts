@@ -84,7 +84,7 @@ describe("GET /admin and GET /docs: static shells under a strict CSP", () => {
     expect(page).toContain('<code id="status-provider">');
     expect(page).toContain('<button id="signout" type="button">');
     expect([...page.matchAll(/<a href="([^"]+)" data-view="([^"]+)">/g)].map((m) => [m[1], m[2]])).toEqual(
-      ["runs", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"].map((v) => [`#/${v}`, v]),
+      ["runs", "usage", "sessions", "approvals", "jobs", "audit", "config", "secrets", "env", "keys"].map((v) => [`#/${v}`, v]),
     );
     expect(page).toContain('<main id="view"></main>');
   });

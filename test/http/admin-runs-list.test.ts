@@ -73,6 +73,9 @@ describe("ISSUE25-3 runs list: previews, duration, rounds and tool calls in the 
       duration_ms: run.duration_ms,
       rounds: 1,
       tool_calls: 1,
+      // D-082: two calls at the mock's default usage (10 prompt, 5 completion); the model has no pricing.
+      tokens: { prompt: 20, completion: 10, cached: 0, total: 30 },
+      cost: null,
     });
     expect([...listed.message_preview]).toHaveLength(PREVIEW_CHARS);
     expect(listed.duration_ms).toBeGreaterThanOrEqual(0);
@@ -91,6 +94,8 @@ describe("ISSUE25-3 runs list: previews, duration, rounds and tool calls in the 
       "duration_ms",
       "rounds",
       "tool_calls",
+      "tokens",
+      "cost",
     ]);
   });
 

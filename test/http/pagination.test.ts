@@ -202,6 +202,9 @@ describe("Lists: GET /api/admin/runs (newest first: created_at, run_id descendin
       duration_ms: null,
       rounds: null,
       tool_calls: null,
+      // D-082: a row written without usage (as before migration 0020) made no model call: no tokens, no cost.
+      tokens: { prompt: 0, completion: 0, cached: 0, total: 0 },
+      cost: null,
     });
   });
 

@@ -21,11 +21,13 @@ import { keysView } from "./keys.mts";
 import { runsView } from "./runs.mts";
 import { secretsView } from "./secrets.mts";
 import { sessionsView } from "./sessions.mts";
+import { usageView } from "./usage.mts";
 import { errorSlot, VIEW_LEAVE_EVENT, type View, type ViewContext, type ViewFactory } from "./view.mts";
 
 /** Each view, and the id of its error element when the page promises one. */
 const VIEWS: Record<string, { factory: ViewFactory; errorId?: string }> = {
   runs: { factory: runsView },
+  usage: { factory: usageView },
   sessions: { factory: sessionsView },
   approvals: { factory: approvalsView },
   jobs: { factory: jobsView },

@@ -1,10 +1,11 @@
 /**
  * The columns of the runs list, one entry each: its header, its cell's class and how a run fills it. A column is
- * added here and nowhere else (issue 25 §2's tokens and cost are two more entries). Each cell carries its header as
+ * added here and nowhere else (tokens and cost, D-082, are two entries). Each cell carries its header as
  * `data-label`, which the narrow-screen layout (admin.css) shows beside the value.
  */
 
 import { durationText } from "../durations.ts";
+import { countText, usdText, usdTitle } from "../usage-format.ts";
 import { h, time } from "./dom.mts";
 
 /** A run of GET /api/admin/runs (RunIndexEntry); the previews and counts are null on runs indexed before D-079. */
@@ -21,6 +22,9 @@ export interface RunRow {
   duration_ms: number | null;
   rounds: number | null;
   tool_calls: number | null;
+  /** D-082: provider-reported tokens and the cost (exact USD string; null: not priced or not reported). */
+  tokens: { prompt: number; completion: number; cached: number; total: number };
+  cost: { usd: string } | null;
 }
 
 /** How many characters of a run id the list shows: its ids share their first 68 (`run_` + the session object's id). */
@@ -57,7 +61,19 @@ export const RUN_COLUMNS: readonly Column[] = [
   { label: "duration", cls: "duration num", cell: (r) => durationText(r.duration_ms) },
   { label: "rounds", cls: "rounds num", cell: (r) => dash(r.rounds) },
   { label: "tool calls", cls: "tools num", cell: (r) => dash(r.tool_calls) },
+  { label: "tokens", cls: "tokens num", cell: (r) => tokensCell(r.tokens) },
+  { label: "cost", cls: "cost num", cell: (r) => h("span", { title: usdTitle(r.cost?.usd ?? null) }, usdText(r.cost?.usd ?? null)) },
 ];
+
+/** The total, with its parts in the title (a run without a model call: —). */
+function tokensCell(t: RunRow["tokens"] | undefined): Node | string {
+  if (!t || t.total === 0) return "—";
+  return h(
+    "span",
+    { title: `prompt ${countText(t.prompt)} (cached ${countText(t.cached)}) · completion ${countText(t.completion)}` },
+    countText(t.total),
+  );
+}
 
 /** The cells of a run's row. */
 export function runCells(run: RunRow): HTMLTableCellElement[] {

@@ -4,6 +4,7 @@
  */
 
 import { durationText } from "../durations.ts";
+import { countText, usdText, usdTitle } from "../usage-format.ts";
 import { decideApproval } from "./approval-decision.mts";
 import { h, time } from "./dom.mts";
 import { shortId } from "./run-columns.mts";
@@ -25,6 +26,16 @@ export interface RunDetail {
   };
   events: RunEvent[];
   manifests: { turn_id: string; created_at: string; manifest: Manifest }[];
+  /** Issue 25 §2 (D-078): provider-reported usage and the exact cost (null: not priced, or a call reported no usage). */
+  usage?: {
+    requests: number;
+    unreported_requests: number;
+    prompt_tokens: number;
+    completion_tokens: number;
+    cached_tokens: number;
+    total_tokens: number;
+  };
+  cost?: { usd: string } | null;
 }
 
 interface Manifest {
@@ -49,6 +60,25 @@ function configText(config: unknown): string {
     .join(" ");
 }
 
+/** The classes of the usage facts (selectors: `dd.requests`, `dd.tokens`, `dd.cost`). */
+const FACT_CLASS: Record<string, string> = { "model calls": "requests", tokens: "tokens", cost: "cost" };
+
+/** D-082: the run's model calls, tokens (prompt / completion / cached) and cost, with the exact cost in a title. */
+function usageFacts(d: RunDetail): [string, Node | string][] {
+  const u = d.usage;
+  if (!u) return [];
+  const unreported = u.unreported_requests > 0 ? ` (${u.unreported_requests} without usage reported)` : "";
+  const usd = d.cost?.usd ?? null;
+  return [
+    ["model calls", `${u.requests}${unreported}`],
+    [
+      "tokens",
+      `${countText(u.total_tokens)} — prompt ${countText(u.prompt_tokens)} (cached ${countText(u.cached_tokens)}), completion ${countText(u.completion_tokens)}`,
+    ],
+    ["cost", h("span", { title: usdTitle(usd) }, usdText(usd))],
+  ];
+}
+
 function facts(d: RunDetail): HTMLElement {
   const r = d.run;
   const created = d.events.find((e) => e.event_type === "run.created");
@@ -64,11 +94,15 @@ function facts(d: RunDetail): HTMLElement {
     ["tool rounds", completed ? str(completed.payload.rounds) : "—"],
     ["tool calls", String(r.tool_calls)],
   ];
+  pairs.push(...usageFacts(d));
   const config = created?.payload.config;
   if (config !== undefined) pairs.push(["config", configText(config)]);
   const dl = h("dl", { class: "facts" });
   for (const [k, v] of pairs)
-    dl.append(h("dt", {}, k), h("dd", { class: k === "status" ? "status" : null, "data-status": k === "status" ? r.status : null }, v));
+    dl.append(
+      h("dt", {}, k),
+      h("dd", { class: k === "status" ? "status" : FACT_CLASS[k], "data-status": k === "status" ? r.status : null }, v),
+    );
   return dl;
 }
 

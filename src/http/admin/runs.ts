@@ -44,6 +44,24 @@ const RunIndexEntry = z
     duration_ms: z.int().nullable().openapi({ description: "Started → finished, in ms; null while the run has not ended" }),
     rounds: z.int().nullable().openapi({ description: "Tool rounds: model answers that asked for tools (`rounds` of `run.completed`)" }),
     tool_calls: z.int().nullable().openapi({ description: "Tool calls the gateway took on" }),
+    tokens: z
+      .object({
+        prompt: z.int().openapi({ description: "Provider-reported prompt tokens, cached included" }),
+        completion: z.int(),
+        cached: z.int().openapi({ description: "prompt_tokens_details.cached_tokens, where the provider reports it" }),
+        total: z.int().openapi({ description: "prompt + completion" }),
+      })
+      .openapi({
+        description:
+          "The run's provider-reported tokens so far (issue 25 §2–3, D-082); 0 on runs that made no model call or were indexed before usage existed",
+      }),
+    cost: z
+      .object({ usd: z.string().openapi({ description: 'USD as an exact decimal string, e.g. "0.00125"', example: "0.00125" }) })
+      .nullable()
+      .openapi({
+        description:
+          "The run's cost so far, as in the run view; null when its model has no pricing, a call reported no usage, or it made no model call",
+      }),
   })
   .openapi("RunIndexEntry");
 

@@ -7,7 +7,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { GatewayError } from "../../errors";
 import { usdOfPico } from "../../usage/cost";
-import { USAGE_GROUPS, type UsageGroupRow, usageTotals } from "../../usage/store";
+import { USAGE_GROUPS, type UsageGroupRow, usageSeries, usageTotals } from "../../usage/store";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 
 /** The longest range one query may cover, in days (inclusive). */
@@ -58,6 +58,10 @@ const usageRoute = createRoute({
       from: Day.openapi({ description: "First UTC day, YYYY-MM-DD", example: "2026-11-01" }),
       to: Day.openapi({ description: "Last UTC day, YYYY-MM-DD (included)", example: "2026-11-30" }),
       group_by: z.enum(Object.keys(USAGE_GROUPS) as [keyof typeof USAGE_GROUPS]).openapi({ description: "What each total is per" }),
+      series: z
+        .enum(["day"])
+        .optional()
+        .openapi({ description: "`day`: also each group's totals per UTC day (`series`), for a chart (issue 25 §3, D-082)" }),
     }),
   },
   responses: {
@@ -71,6 +75,12 @@ const usageRoute = createRoute({
             group_by: z.string(),
             groups: z.array(UsageGroup),
             total: z.object(Totals).openapi("UsageTotals"),
+            series: z
+              .array(z.object({ day: z.string().openapi({ description: "The UTC day, YYYY-MM-DD" }), ...UsageGroup.shape }))
+              .optional()
+              .openapi({
+                description: "With `series=day`: each group's totals on each day it has any, ordered by day then key",
+              }),
           })
           .openapi("Usage"),
       ),
@@ -123,9 +133,14 @@ export function adminUsageRoutes(): OpenAPIHono<AppEnv> {
     const days = daysBetween(q.from, q.to);
     if (!(days >= 1)) throw new GatewayError("invalid.request", `to: must not be before from (${q.from})`);
     if (days > MAX_USAGE_DAYS) throw new GatewayError("invalid.request", `to: the range covers ${days} days, more than ${MAX_USAGE_DAYS}`);
-    const rows = await usageTotals(c.env.DB, q.from, q.to, q.group_by);
-    const groups = rows.map((r) => ({ key: q.group_by === "job" && r.key === "" ? null : r.key, ...totalsOf(r) }));
-    return c.json({ from: q.from, to: q.to, group_by: q.group_by, groups, total: overall(rows) }, 200);
+    const [rows, perDay] = await Promise.all([
+      usageTotals(c.env.DB, q.from, q.to, q.group_by),
+      q.series === "day" ? usageSeries(c.env.DB, q.from, q.to, q.group_by) : undefined,
+    ]);
+    const keyOf = (key: string) => (q.group_by === "job" && key === "" ? null : key);
+    const groups = rows.map((r) => ({ key: keyOf(r.key), ...totalsOf(r) }));
+    const series = perDay?.map(({ day, key, ...r }) => ({ day, key: keyOf(key), ...totalsOf(r) }));
+    return c.json({ from: q.from, to: q.to, group_by: q.group_by, groups, total: overall(rows), ...(series ? { series } : {}) }, 200);
   });
   return app;
 }
