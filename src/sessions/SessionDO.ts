@@ -18,7 +18,6 @@ import { auditHead } from "../audit/outbox";
 import { isolateLogSinks } from "../observability/r2-logs";
 import { type ApprovalRow, getApproval } from "../runs/approvals";
 import { RunEngine } from "../runs/engine";
-import type { RunEvent } from "../runs/events";
 import type { ReleaseStreamOptions } from "../runs/release-stream";
 import type { RunStatus } from "../runs/store";
 import type { ReleasedSlice } from "../runs/stream-release";
