@@ -45,7 +45,9 @@ const NOTIFY_VARIANTS = [
     target: z
       .string()
       .regex(c.target)
-      .openapi({ description: `${c.rule}; the channel must be enabled and ${c.secret} set` }),
+      .openapi({
+        description: `${c.rule}; setting it needs the channel enabled and ${c.secret} set (a PUT may keep the stored one, D-084)`,
+      }),
   })),
 ];
 
@@ -172,6 +174,9 @@ const putJobRoute = createRoute({
   method: "put",
   path: "/jobs/{job_id}",
   summary: "Replace a job; a new schedule starts from now, re-enabling skips the missed windows",
+  description:
+    "A notify that cannot be delivered now (its channel off, its bot token or webhook secret unset) is refused when set, " +
+    "but accepted when the PUT keeps the stored notify exactly, so such a job can be disabled or fixed (docs/scheduler.md).",
   middleware: [requireJsonBody] as const,
   request: { params: JobParam, body: { required: true, content: json(JobBody) } },
   responses: {
