@@ -124,7 +124,7 @@ function toRecord(row: JobRow): JobRecord {
 }
 
 /** Why a write was refused (the route turns each into an S3 error). */
-export type JobWriteRefusal = { reason: "exists" | "not_found" | "changed" } | { reason: "past"; message: string };
+export type JobWriteRefusal = { reason: "exists" | "not_found" | "changed" | "notify_changed" } | { reason: "past"; message: string };
 
 function parsed(job: JobWrite): Schedule {
   const s = parseSchedule(job.schedule);
@@ -169,16 +169,20 @@ export async function createJob(
 /**
  * Replaces a job (PUT). The next run is kept when neither the schedule nor `enabled` changed; a new
  * schedule is anchored now; re-enabling starts at the next slot after now (missed windows are not replayed).
- * The write is conditional on the row not having changed since it was read.
+ * The write is conditional on the row not having changed since it was read. `keepNotify`: refused ("notify_changed")
+ * unless the write keeps the stored notify exactly — how a job whose report channel is off can still be fixed (D-084).
  */
 export async function replaceJob(
   db: D1Database,
   jobId: string,
   job: JobWrite,
   now: Date,
+  o: { keepNotify?: boolean } = {},
 ): Promise<{ ok: true; job: JobRecord } | ({ ok: false } & JobWriteRefusal)> {
   const current = await db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE job_id = ?1`).bind(jobId).first<JobRow>();
   if (!current) return { ok: false, reason: "not_found" };
+  const notifyKept = current.notify_channel === job.notify.channel && current.notify_target === job.notify.target;
+  if (o.keepNotify && !notifyKept) return { ok: false, reason: "notify_changed" };
   const nowMs = now.getTime();
   const scheduleChanged = current.schedule !== job.schedule;
   const slots = scheduleChanged
@@ -196,9 +200,17 @@ export async function replaceJob(
     .prepare(
       `UPDATE jobs SET agent_id = ?2, schedule = ?3, message = ?4, mode = ?5, notify_channel = ?6, notify_target = ?7, enabled = ?8,
               timezone = ?9, updated_at = ?10, kind = ?11, interval_ms = ?12, anchor_ms = ?13, next_run_ms = ?14
-       WHERE job_id = ?1 AND updated_at = ?15 AND next_run_ms IS ?16 AND enabled = ?17`,
+       WHERE job_id = ?1 AND updated_at = ?15 AND next_run_ms IS ?16 AND enabled = ?17 AND notify_channel = ?18 AND notify_target = ?19`,
     )
-    .bind(...rowValues(jobId, job, now, slots, next), current.updated_at, current.next_run_ms, current.enabled)
+    .bind(
+      ...rowValues(jobId, job, now, slots, next),
+      current.updated_at,
+      current.next_run_ms,
+      current.enabled,
+      // The notify as read: a `keepNotify` write never lands on a notify someone else changed meanwhile.
+      current.notify_channel,
+      current.notify_target,
+    )
     .run();
   if (result.meta.changes !== 1) return { ok: false, reason: "changed" };
   return { ok: true, job: (await getJob(db, jobId)) as JobRecord };

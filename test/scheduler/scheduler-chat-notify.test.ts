@@ -604,6 +604,153 @@ describe("ISSUE24-1 the target is checked when the job is written", () => {
     }
   });
 
+  /** The job.updated audit payloads of job `id`, oldest first, once there are `n` (the audit log is written behind). */
+  async function updates(id: string, n: number): Promise<Record<string, unknown>[]> {
+    await until(async () => (await auditedUpdates(id)).length >= n);
+    return auditedUpdates(id);
+  }
+  async function auditedUpdates(id: string): Promise<Record<string, unknown>[]> {
+    const res = await admin(on, "GET", `/api/admin/audit?agent_id=reporter&date=${new Date().toISOString().slice(0, 10)}`);
+    return res.text
+      .split("\n")
+      .filter(Boolean)
+      .map((l: string) => JSON.parse(l))
+      .filter(
+        (e: { event_type: string; payload: { job?: { job_id?: string } } }) =>
+          e.event_type === "job.updated" && e.payload.job?.job_id === id,
+      )
+      .map((e: { payload: Record<string, unknown> }) => e.payload);
+  }
+  const offMessage = (channel: string) =>
+    `notify.channel: the ${channel} channel is not enabled in the configuration in force (channels.${channel}.enabled)`;
+  /** A job written under `on` reporting to telegram chat 42; the tests then write it under `off`. */
+  async function offJob(name: string): Promise<{ id: string; body: Record<string, unknown> }> {
+    const id = jobId(name);
+    const created = await admin(on, "POST", "/api/admin/jobs", write(id, { channel: "telegram", target: "42" }));
+    expect(created.status).toBe(201);
+    return { id, body: created.body };
+  }
+  const refusal = (message: string) => ({ status: 400, body: { error: { code: "invalid.request", message } } });
+
+  it("ISSUE24-1 (D-084) channel turned off after the job was written: PUT enabled:false → 200, the job disabled, the audit says why its reports fail", async () => {
+    const { id } = await offJob("disable");
+    const res = await admin(off, "PUT", `/api/admin/jobs/${id}`, { ...write(id, { channel: "telegram", target: "42" }), enabled: false });
+    expect({ status: res.status, enabled: res.body.enabled, next: res.body.next_run_at, notify: res.body.notify }).toEqual({
+      status: 200,
+      enabled: false,
+      next: null,
+      notify: { channel: "telegram", target: "42" },
+    });
+    expect((await admin(off, "GET", `/api/admin/jobs/${id}`)).body.enabled).toBe(false);
+    expect((await updates(id, 1)).map((p) => p.notify_unavailable)).toEqual([offMessage("telegram")]);
+  });
+
+  it("ISSUE24-1 (D-084) the dashboard's toggle (GET the job, PUT it back with enabled flipped) works both ways with the channel off", async () => {
+    const { id } = await offJob("toggle");
+    const current = await admin(off, "GET", `/api/admin/jobs/${id}`);
+    const disabled = await admin(off, "PUT", `/api/admin/jobs/${id}`, { ...current.body, enabled: !current.body.enabled });
+    expect({ status: disabled.status, enabled: disabled.body.enabled }).toEqual({ status: 200, enabled: false });
+    const again = await admin(off, "GET", `/api/admin/jobs/${id}`);
+    const enabled = await admin(off, "PUT", `/api/admin/jobs/${id}`, { ...again.body, enabled: !again.body.enabled });
+    expect({ status: enabled.status, enabled: enabled.body.enabled, scheduled: typeof enabled.body.next_run_at }).toEqual({
+      status: 200,
+      enabled: true,
+      scheduled: "string",
+    });
+  });
+
+  it("ISSUE24-1 (D-084) channel off: PUT changing only the schedule (or the message) → 200", async () => {
+    const { id } = await offJob("resched");
+    const res = await admin(off, "PUT", `/api/admin/jobs/${id}`, {
+      ...write(id, { channel: "telegram", target: "42" }),
+      schedule: "@every 2h",
+    });
+    expect({ status: res.status, schedule: res.body.schedule, notify: res.body.notify }).toEqual({
+      status: 200,
+      schedule: "@every 2h",
+      notify: { channel: "telegram", target: "42" },
+    });
+    const msg = await admin(off, "PUT", `/api/admin/jobs/${id}`, {
+      ...write(id, { channel: "telegram", target: "42" }),
+      message: "weekly",
+    });
+    expect({ status: msg.status, message: msg.body.message }).toEqual({ status: 200, message: "weekly" });
+  });
+
+  it("ISSUE24-1 (D-084) channel off: PUT changing the target, or the channel to another off one → 400 naming the channel; nothing changed", async () => {
+    const { id, body } = await offJob("retarget");
+    const target = await admin(off, "PUT", `/api/admin/jobs/${id}`, write(id, { channel: "telegram", target: "43" }));
+    expect({ status: target.status, body: target.body }).toEqual(refusal(offMessage("telegram")));
+    const channel = await admin(off, "PUT", `/api/admin/jobs/${id}`, write(id, { channel: "slack", target: "C0123456789" }));
+    expect({ status: channel.status, body: channel.body }).toEqual(refusal(offMessage("slack")));
+    expect((await admin(off, "GET", `/api/admin/jobs/${id}`)).body).toEqual(body);
+    expect(await auditedUpdates(id)).toEqual([]);
+  });
+
+  it("ISSUE24-1 (D-084) channel off: a malformed target is refused whatever is stored (400 naming notify.target)", async () => {
+    const { id } = await offJob("malformed");
+    const res = await admin(off, "PUT", `/api/admin/jobs/${id}`, write(id, { channel: "telegram", target: "42 " }));
+    expect({ status: res.status, body: res.body }).toEqual(
+      refusal("notify.target: must be a Telegram chat id (an integer, negative for groups) or @channelusername"),
+    );
+  });
+
+  it("ISSUE24-1 (D-084) channel off: PUT switching notify to none → 200; the audit has no unavailable notify", async () => {
+    const { id } = await offJob("none");
+    const res = await admin(off, "PUT", `/api/admin/jobs/${id}`, write(id, { channel: "none", target: "" }));
+    expect({ status: res.status, notify: res.body.notify }).toEqual({ status: 200, notify: { channel: "none", target: "" } });
+    expect((await updates(id, 1)).map((p) => p.notify_unavailable)).toEqual([undefined]);
+    // …and once moved away, the off channel cannot be set back.
+    const back = await admin(off, "PUT", `/api/admin/jobs/${id}`, write(id, { channel: "telegram", target: "42" }));
+    expect({ status: back.status, body: back.body }).toEqual(refusal(offMessage("telegram")));
+  });
+
+  it("ISSUE24-1 (D-084) channel off: POST of a new job to it → still 400; a PUT to no such job → the same 400", async () => {
+    const id = jobId("new");
+    const post = await admin(off, "POST", "/api/admin/jobs", write(id, { channel: "telegram", target: "42" }));
+    expect({ status: post.status, body: post.body }).toEqual(refusal(offMessage("telegram")));
+    const put = await admin(off, "PUT", `/api/admin/jobs/${id}`, write(id, { channel: "telegram", target: "42" }));
+    expect({ status: put.status, body: put.body }).toEqual(refusal(offMessage("telegram")));
+    expect((await admin(on, "GET", `/api/admin/jobs/${id}`)).status).toBe(404);
+  });
+
+  it("ISSUE24-1 (D-084) bot token removed after the job was written: PUT enabled:false → 200; a new target → 400 naming the secret", async () => {
+    const id = jobId("dctoken");
+    const notify = { channel: "discord", target: "1234567890123456789" };
+    expect((await admin(on, "POST", "/api/admin/jobs", write(id, notify))).status).toBe(201);
+    const noToken = { ...env, DISCORD_BOT_TOKEN: undefined };
+    const res = await adminIn(noToken, on, "PUT", `/api/admin/jobs/${id}`, { ...write(id, notify), enabled: false });
+    expect({ status: res.status, enabled: res.body.enabled }).toEqual({ status: 200, enabled: false });
+    const moved = await adminIn(noToken, on, "PUT", `/api/admin/jobs/${id}`, write(id, { ...notify, target: "12345678901234567" }));
+    expect({ status: moved.status, body: moved.body }).toEqual(
+      refusal("notify.channel: discord reports need the DISCORD_BOT_TOKEN secret, which is not set on this gateway"),
+    );
+    expect((await updates(id, 1)).map((p) => p.notify_unavailable)).toEqual([
+      "notify.channel: discord reports need the DISCORD_BOT_TOKEN secret, which is not set on this gateway",
+    ]);
+  });
+
+  it("ISSUE24-1 (D-084) webhook secret removed after the job was written: PUT enabled:false → 200; a new URL or a POST → 400 naming the secret", async () => {
+    const id = jobId("wh");
+    const notify = { channel: "webhook", target: "https://hooks.example.com/jobs" };
+    expect((await admin(on, "POST", "/api/admin/jobs", write(id, notify))).status).toBe(201);
+    const noSecret = { ...env, SCHEDULER_WEBHOOK_SECRET: undefined };
+    const message =
+      "notify.channel: webhook notifications need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway";
+    const res = await adminIn(noSecret, on, "PUT", `/api/admin/jobs/${id}`, { ...write(id, notify), enabled: false });
+    expect({ status: res.status, enabled: res.body.enabled }).toEqual({ status: 200, enabled: false });
+    const moved = await adminIn(
+      noSecret,
+      on,
+      "PUT",
+      `/api/admin/jobs/${id}`,
+      write(id, { ...notify, target: "https://hooks.example.com/b" }),
+    );
+    expect({ status: moved.status, body: moved.body }).toEqual(refusal(message));
+    const post = await adminIn(noSecret, on, "POST", "/api/admin/jobs", write(jobId("wh2"), notify));
+    expect({ status: post.status, body: post.body }).toEqual(refusal(message));
+  });
+
   it("ISSUE24-1 the OpenAPI document shows every notify variant", async () => {
     const doc = (await admin(on, "GET", "/openapi.json")).body;
     const variants = doc.components.schemas.JobNotify.anyOf.map((v: { $ref: string }) => {

@@ -45,7 +45,9 @@ const NOTIFY_VARIANTS = [
     target: z
       .string()
       .regex(c.target)
-      .openapi({ description: `${c.rule}; the channel must be enabled and ${c.secret} set` }),
+      .openapi({
+        description: `${c.rule}; setting it needs the channel enabled and ${c.secret} set (a PUT may keep the stored one, D-084)`,
+      }),
   })),
 ];
 
@@ -172,6 +174,9 @@ const putJobRoute = createRoute({
   method: "put",
   path: "/jobs/{job_id}",
   summary: "Replace a job; a new schedule starts from now, re-enabling skips the missed windows",
+  description:
+    "A notify that cannot be delivered now (its channel off, its bot token or webhook secret unset) is refused when set, " +
+    "but accepted when the PUT keeps the stored notify exactly, so such a job can be disabled or fixed (docs/scheduler.md).",
   middleware: [requireJsonBody] as const,
   request: { params: JobParam, body: { required: true, content: json(JobBody) } },
   responses: {
@@ -206,8 +211,12 @@ const firingsRoute = createRoute({
   },
 });
 
-/** Validates a write body with the scheduler's schema, then the checks that need the config or the environment. */
-async function validWrite(c: Context<AppEnv>): Promise<JobWrite> {
+/**
+ * A write body validated with the scheduler's schema and the agent checked; `unavailable`: why its notify cannot be
+ * delivered under the config and secrets in force (a channel off, a secret unset), or null. Malformed targets are
+ * refused here, always; an unavailable notify is refused unless a PUT keeps the stored one exactly (D-084).
+ */
+async function validWrite(c: Context<AppEnv>): Promise<{ job: JobWrite; unavailable: GatewayError | null }> {
   const body: unknown = await c.req.json();
   const parsed = JobWrite.safeParse(body);
   if (!parsed.success) throw invalidRequestFromZod(parsed.error, "body", body);
@@ -215,31 +224,32 @@ async function validWrite(c: Context<AppEnv>): Promise<JobWrite> {
   if (!Object.hasOwn(c.get("config").agents, job.agent_id)) {
     throw new GatewayError("invalid.request", `agent_id: unknown agent "${job.agent_id}"`);
   }
-  if (job.notify.channel === "webhook" && !webhookKey(c.env.SCHEDULER_WEBHOOK_SECRET)) {
-    throw new GatewayError(
+  return { job, unavailable: notifyUnavailable(c, job.notify.channel) };
+}
+
+/** Why a job cannot report to `channel` now: webhooks need their signing secret, a chat its enabled channel and bot token. */
+function notifyUnavailable(c: Context<AppEnv>, channel: string): GatewayError | null {
+  if (channel === "webhook" && !webhookKey(c.env.SCHEDULER_WEBHOOK_SECRET)) {
+    return new GatewayError(
       "invalid.request",
       "notify.channel: webhook notifications need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway",
     );
   }
-  if (isChatNotifyChannel(job.notify.channel)) chatChannelReady(c, job.notify.channel);
-  return job;
-}
-
-/** A job may report to a chat only through a channel the config in force enables, with its bot token set. */
-function chatChannelReady(c: Context<AppEnv>, channel: keyof typeof CHAT_NOTIFY): void {
+  if (!isChatNotifyChannel(channel)) return null;
   if (!c.get("config").channels[channel].enabled) {
-    throw new GatewayError(
+    return new GatewayError(
       "invalid.request",
       `notify.channel: the ${channel} channel is not enabled in the configuration in force (channels.${channel}.enabled)`,
     );
   }
   const secret = CHAT_NOTIFY[channel].secret;
   if (!c.env[secret]) {
-    throw new GatewayError(
+    return new GatewayError(
       "invalid.request",
       `notify.channel: ${channel} reports need the ${secret} secret, which is not set on this gateway`,
     );
   }
+  return null;
 }
 
 function refused(r: JobWriteRefusal, jobId: string): GatewayError {
@@ -250,16 +260,22 @@ function refused(r: JobWriteRefusal, jobId: string): GatewayError {
       return new GatewayError("resource.not_found", `no job ${jobId}`);
     case "changed":
       return new GatewayError("conflict", `job ${jobId} changed while it was being replaced; read it again and retry`);
+    case "notify_changed": // only ever asked for with an unavailable notify, whose own error the route throws instead
+      return new GatewayError("invalid.request", "notify: the job's notify cannot be changed to one that is not available");
     case "past":
       return new GatewayError("invalid.request", `schedule: ${r.message}`);
   }
 }
 
-/** Records a job change in the agent's main-session audit stream. */
-async function auditJob(c: Context<AppEnv>, eventType: string, job: JobRecord): Promise<void> {
+/**
+ * Records a job change in the agent's main-session audit stream; `notifyUnavailable`: why the notify it kept cannot be
+ * delivered now (D-084), so the log says the job was saved knowing its reports will fail.
+ */
+async function auditJob(c: Context<AppEnv>, eventType: string, job: JobRecord, notifyUnavailable?: string): Promise<void> {
   const sessionKey = `agent:${job.agent_id}:main`;
   await c.env.SESSIONS.getByName(sessionKey).recordAuditEvent({ sessionKey, agentId: job.agent_id }, eventType, "admin", {
     job: { ...job },
+    ...(notifyUnavailable ? { notify_unavailable: notifyUnavailable } : {}),
   });
 }
 
@@ -276,7 +292,8 @@ export function adminJobRoutes(): OpenAPIHono<AppEnv> {
   });
 
   app.openapi(createJobRoute, async (c) => {
-    const job = await validWrite(c);
+    const { job, unavailable } = await validWrite(c);
+    if (unavailable) throw unavailable;
     const result = await createJob(c.env.DB, job, new Date());
     if (!result.ok) throw refused(result, job.job_id);
     await auditJob(c, "job.created", result.job);
@@ -292,11 +309,14 @@ export function adminJobRoutes(): OpenAPIHono<AppEnv> {
 
   app.openapi(putJobRoute, async (c) => {
     const { job_id } = c.req.valid("param");
-    const job = await validWrite(c);
+    const { job, unavailable } = await validWrite(c);
     if (job.job_id !== job_id) throw new GatewayError("invalid.request", `job_id: the body says ${job.job_id}, the path ${job_id}`);
-    const result = await replaceJob(c.env.DB, job_id, job, new Date());
-    if (!result.ok) throw refused(result, job_id);
-    await auditJob(c, "job.updated", result.job);
+    // A notify that cannot be delivered now is still accepted when it is the one stored (D-084): an operator can then
+    // disable the job, or change its schedule or message, after its channel was turned off; its firings' reports fail
+    // and say why. Setting one (a new channel or target) is refused with the reason, as a POST is.
+    const result = await replaceJob(c.env.DB, job_id, job, new Date(), { keepNotify: unavailable !== null });
+    if (!result.ok) throw unavailable && ["notify_changed", "not_found"].includes(result.reason) ? unavailable : refused(result, job_id);
+    await auditJob(c, "job.updated", result.job, unavailable?.message);
     return c.json(result.job, 200);
   });
 
