@@ -167,6 +167,32 @@ describe("ISSUE24-3 pruning channel_senders (D-083)", () => {
     expect(results.map((r) => r.detail)).toEqual(["SEARCH channel_senders USING INDEX channel_senders_refused (last_refused_at<?)"]);
   });
 
+  it("ISSUE24-3 prune: a failing prune is logged (the error's name only) and the tick still completes and writes its line", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", (line) => lines.push(JSON.parse(line)));
+    const failingDb = new Proxy(env.DB, {
+      get(target, prop) {
+        if (prop !== "prepare") return Reflect.get(target, prop).bind(target);
+        return (sql: string) => {
+          if (sql.includes("DELETE FROM channel_senders")) throw new Error("D1_ERROR: injected");
+          return target.prepare(sql);
+        };
+      },
+    });
+    const at = Date.now();
+    const report = await runSchedulerTick(
+      { DB: failingDb, SESSIONS: env.SESSIONS },
+      createScheduledController({ scheduledTime: new Date(at), cron: "* * * * *" }),
+      logger,
+      { config: CONFIG, dispatch: async () => ({ ok: false, skip: true, error: "unused" }) },
+    );
+    expect(report).toMatchObject({ sendersPruned: 0, failed: 0, deferred: 0 });
+    expect(lines.filter((l) => l.event === "scheduler.senders_prune").map(({ ts: _, ...l }) => l)).toEqual([
+      { level: "warn", event: "scheduler.senders_prune", error_name: "Error" },
+    ]);
+    expect(lines.filter((l) => l.event === "scheduler.tick").map((l) => l.senders_pruned)).toEqual([0]);
+  });
+
   it("ISSUE24-3 prune end to end: a Telegram refusal is counted, pruned after 30 days (gone from the admin list), then counted afresh", async () => {
     const host = `ok-${crypto.randomUUID().slice(0, 8)}.telegram.test`;
     const stranger = numericId();
