@@ -160,6 +160,30 @@ export async function pendingPairings(db: D1Database, nowMs: number, limit: numb
   return results.map((r) => ({ ...r, created_at: iso(r.created_at), expires_at: iso(r.expires_at) }));
 }
 
+/** A refused sender's row is kept this long after its last refusal (D-083); a paired sender's row is kept for good. */
+export const SENDER_RETENTION_MS = 30 * 86_400_000;
+/** Rows one prune pass deletes at most: a huge backlog goes over several cron ticks, each statement short. */
+export const SENDER_PRUNE_LIMIT = 1_000;
+
+/**
+ * Deletes up to `limit` refused senders' rows whose last refusal is older than `SENDER_RETENTION_MS`, oldest first;
+ * returns how many. Never a paired row (`paired_at` is the sender's permission), and never a row whose answer claim
+ * is still inside `windowMs` (its once-per-window answer still holds). One statement, so a concurrent refusal (which
+ * moves `last_refused_at` forward) or approval (which sets `paired_at`) is either seen or keeps the row.
+ */
+export async function pruneRefusedSenders(db: D1Database, nowMs: number, windowMs: number, limit = SENDER_PRUNE_LIMIT): Promise<number> {
+  const r = await db
+    .prepare(
+      `DELETE FROM channel_senders WHERE rowid IN (
+         SELECT rowid FROM channel_senders
+         WHERE paired_at IS NULL AND last_refused_at < ?1 AND (replied_at IS NULL OR replied_at <= ?2)
+         ORDER BY last_refused_at LIMIT ?3)`,
+    )
+    .bind(new Date(nowMs - SENDER_RETENTION_MS).toISOString(), nowMs - windowMs, limit)
+    .run();
+  return r.meta.changes ?? 0;
+}
+
 /** Refused and paired senders, most recently refused first (at most `limit`), optionally of one agent. */
 export async function listSenders(db: D1Database, limit: number, agentId?: string): Promise<SenderRow[]> {
   const { results } = await db

@@ -130,8 +130,12 @@ export interface LogEvents {
     skipped: number;
     failed: number;
     deferred: number;
+    /** Refused channel senders' rows pruned past their retention (D-083). */
+    senders_pruned: number;
     duration_ms: number;
   };
+  /** The tick's prune of refused channel senders failed (D-083): the error's name; the next tick tries again. */
+  "scheduler.senders_prune": { error_name: string };
   /** An admin stored, replaced or deleted a secret (its name only, never the value). */
   "admin.secret": { name: string; action: "created" | "replaced" | "deleted" };
   /** Issue 21 §2: key names only, never a value. */

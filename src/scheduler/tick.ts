@@ -13,12 +13,16 @@
  * 3. each claimed firing goes to a SessionDO through src/runs/submit.ts (`isolated` → a fresh `job` session
  *    per firing, `main_like` → the agent's main session) under the same run key,
  *    which the object dedupes — so a firing handed over twice is still one run;
- * 4. one batch records the outcomes.
+ * 4. one batch records the outcomes;
+ * 5. one bounded statement prunes refused channel senders past their retention (D-083), so a flood of distinct
+ *    unknown senders cannot grow D1 without bound; a failure there is logged and retried next tick.
  *
  * Missed windows are not replayed (S3 §4): a job fires the latest slot that has
  * come, once, and its next run is the first slot after it; a one-shot fires once
  * and is disabled. Everything is timed by the controller's `scheduledTime`.
  */
+import { REFUSAL_REPLY_WINDOW_MS } from "../channels/sender-policy";
+import { pruneRefusedSenders } from "../channels/sender-store";
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../observability/logger";
 import { jobCallerKey } from "../runs/caller";
@@ -67,6 +71,8 @@ export interface TickReport {
   failed: number;
   /** Hand-overs that threw or did not start in time; their claims are taken over after the lease. */
   deferred: number;
+  /** Refused channel senders' rows pruned this tick (at most SENDER_PRUNE_LIMIT, D-083). */
+  sendersPruned: number;
 }
 
 /** The session key a firing runs in. */
@@ -142,6 +148,16 @@ interface ClaimedRow {
   notify_target: string;
   missed: number;
   attempts: number;
+}
+
+/** Step 5: prunes refused senders past their retention; a D1 failure is logged (the next tick tries again), never thrown. */
+async function pruneSenders(db: D1Database, now: number, logger: Logger): Promise<number> {
+  try {
+    return await pruneRefusedSenders(db, now, REFUSAL_REPLY_WINDOW_MS);
+  } catch (err) {
+    logger.log("warn", "scheduler.senders_prune", { error_name: err instanceof Error ? err.name : "error" });
+    return 0;
+  }
 }
 
 /** Runs one tick at `controller.scheduledTime`. */
@@ -314,6 +330,7 @@ export async function runSchedulerTick(
 
   // 4. Outcomes.
   if (updates.length > 0) await db.batch(updates);
+  const sendersPruned = await pruneSenders(db, now, logger);
   const report: TickReport = {
     scheduledTime: nowIso,
     due: due.length,
@@ -323,8 +340,15 @@ export async function runSchedulerTick(
     skipped,
     failed,
     deferred,
+    sendersPruned,
   };
-  const { scheduledTime: _, ...counts } = report;
-  logger.log("info", "scheduler.tick", { scheduled_time: nowIso, cron: controller.cron, ...counts, duration_ms: Date.now() - started });
+  const { scheduledTime: _, sendersPruned: senders_pruned, ...counts } = report;
+  logger.log("info", "scheduler.tick", {
+    scheduled_time: nowIso,
+    cron: controller.cron,
+    ...counts,
+    senders_pruned,
+    duration_ms: Date.now() - started,
+  });
   return report;
 }

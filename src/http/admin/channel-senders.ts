@@ -3,7 +3,7 @@
  *   GET  /api/admin/channels/pairings                  pending, unexpired pairing codes (oldest first)
  *   POST /api/admin/channels/pairings/{code}/approve   approves one code once: its sender may talk to that agent on
  *                                                      that channel → 200; 404 unknown, 409 already used, 410 expired
- *   GET  /api/admin/channels/senders                   refused and paired senders, with how many messages were refused
+ *   GET  /api/admin/channels/senders                   refused (last 30 days, D-083) and paired senders, with how many messages were refused
  * An approval is audited in the gateway's own stream (`channel.pairing.approved`).
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
@@ -76,6 +76,8 @@ const sendersRoute = createRoute({
   method: "get",
   path: "/channels/senders",
   summary: "Senders a channel's senders policy refused (with a count) or an admin paired",
+  description:
+    "Senders refused in the last 30 days — a refused sender's row is pruned 30 days after its last refusal (D-083), so its count restarts if it writes again — and every paired sender (never pruned).",
   request: { query: Filter },
   responses: {
     200: { description: "Most recently refused first", content: json(z.object({ senders: z.array(Sender) })) },
