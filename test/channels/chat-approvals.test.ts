@@ -68,6 +68,20 @@ async function setup(
   return { app: appFor(config), tg, slack, provider };
 }
 
+/**
+ * The posts a Telegram press leads to, after the prompt (which comes first): the press's answer and edit, in that
+ * order, and the resumed run's answer from the reply outbox — which may land before, between or after them.
+ */
+function afterPress(posts: PlatformPost[]): { answer: PlatformPost; edit: PlatformPost; reply: PlatformPost } {
+  expect(posts[0]?.method).toBe("sendMessage");
+  const rest = posts.slice(1);
+  const press = rest.filter((p) => p.method !== "sendMessage");
+  expect(press.map((p) => p.method)).toEqual(["answerCallbackQuery", "editMessageText"]);
+  const replies = rest.filter((p) => p.method === "sendMessage");
+  expect(replies).toHaveLength(1);
+  return { answer: press[0] as PlatformPost, edit: press[1] as PlatformPost, reply: replies[0] as PlatformPost };
+}
+
 /** Waits for a channel's run to end (admin view: the run has no API caller); its S3 view. */
 async function waitForRun(app: App, runId: string): Promise<{ status: string }> {
   let run: { status: string } = { status: "" };
@@ -226,15 +240,14 @@ describe("ISSUE24-2 Telegram: approving and denying from the chat", { timeout: 6
     expect(run.status).toBe("completed");
     expect(invocations.filter((i) => i.runId === a.runId && i.tool === "test.send")).toHaveLength(1);
     await until(async () => (await methods(s.tg)).length === 4);
-    const posts = await postsAt(s.tg);
-    expect(posts.map((p) => p.method)).toEqual(["sendMessage", "answerCallbackQuery", "editMessageText", "sendMessage"]);
-    expect(posts[1]?.body).toMatchObject({ text: "Approved. The run continues.", show_alert: false });
-    const edit = posts[2]?.body as Record<string, unknown>;
+    const { answer, edit: edited, reply } = afterPress(await postsAt(s.tg));
+    expect(answer.body).toMatchObject({ text: "Approved. The run continues.", show_alert: false });
+    const edit = edited.body as Record<string, unknown>;
     expect(edit.chat_id).toBe(String(a.chatId));
     expect(edit.message_id).toBe(a.messageId);
     expect(edit.reply_markup).toBeUndefined(); // the keyboard goes
     expect((edit.text as string).endsWith("\n\n✅ Approved by telegram:9001 (@ada)")).toBe(true);
-    expect(posts[3]?.body.text).toBe("sent it");
+    expect(reply.body.text).toBe("sent it");
 
     const approval = await approvalOf(s, a.approvalId);
     expect(approval).toMatchObject({ status: "approved", decided_by: "telegram:9001", decided_via: "telegram", decision_reason: null });
@@ -274,9 +287,9 @@ describe("ISSUE24-2 Telegram: approving and denying from the chat", { timeout: 6
     expect((await waitForRun(s.app, a.runId)).status).toBe("completed");
     expect(invocations.filter((i) => i.runId === a.runId)).toHaveLength(0);
     await until(async () => (await methods(s.tg)).length === 4);
-    const posts = await postsAt(s.tg);
-    expect(posts[1]?.body).toMatchObject({ text: "Denied. The call will not run." });
-    expect(String(posts[2]?.body.text).endsWith("\n\n⛔ Denied by telegram:9002 (@bob)")).toBe(true);
+    const { answer, edit } = afterPress(await postsAt(s.tg));
+    expect(answer.body).toMatchObject({ text: "Denied. The call will not run." });
+    expect(String(edit.body.text).endsWith("\n\n⛔ Denied by telegram:9002 (@bob)")).toBe(true);
     expect(await approvalOf(s, a.approvalId)).toMatchObject({ status: "denied", decided_by: "telegram:9002", decided_via: "telegram" });
     const result = (await runDetail(s.app, a.runId)).events.find((e: Ev) => e.event_type === "tool.result");
     expect(JSON.stringify(result?.payload)).toContain("denied by telegram:9002");
@@ -601,8 +614,20 @@ describe("ISSUE24-2 Slack: block_actions on the interactivity URL", { timeout: 6
     expect((await waitForRun(s.app, a.runId)).status).toBe("completed");
     await until(async () => (await methods(s.slack)).length === 3);
     const posts = await postsAt(s.slack);
-    expect(posts.map((p) => p.method)).toEqual(["chat.postMessage", "chat.update", "chat.postMessage"]);
-    const update = posts[1]?.body as { channel: string; ts: string; text: string; blocks: { type: string }[] };
+    // The prompt first; then the update (from the press) and the run's answer (from the outbox), in either order.
+    expect(posts[0]?.method).toBe("chat.postMessage");
+    expect(
+      posts
+        .slice(1)
+        .map((p) => p.method)
+        .sort(),
+    ).toEqual(["chat.postMessage", "chat.update"]);
+    const update = posts.find((p) => p.method === "chat.update")?.body as {
+      channel: string;
+      ts: string;
+      text: string;
+      blocks: { type: string }[];
+    };
     expect([update.channel, update.ts]).toEqual([a.channel, a.ts]);
     expect(update.text.endsWith("✅ Approved by slack:U0APPROVER")).toBe(true);
     expect(update.blocks.map((b) => b.type)).toEqual(["section"]); // the buttons are gone

@@ -60,6 +60,22 @@ export async function anyVerifies(secrets: string[], verify: (secret: string) =>
 /** The refusal of every request that could not be verified (S3 envelope, 401). */
 export const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
 
+/**
+ * The raw body of a Slack request (Events API or interactivity) whose v0 signature one of the accepted signing
+ * secrets verifies, within the timestamp window; 401 otherwise.
+ */
+export async function verifiedSlackBody(c: Context<AppEnv>): Promise<string> {
+  const raw = await c.req.text();
+  const headers = { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null };
+  const now = Math.floor(Date.now() / 1000);
+  const verified = await anyVerifies(
+    inboundSecrets(c, "SLACK_SIGNING_SECRET"),
+    async (s) => (await verifySlackSignature(s, headers, raw, now)).ok,
+  );
+  if (!verified) throw unauthorized("slack");
+  return raw;
+}
+
 /** The agent of the route, if the channel is enabled and the agent exists. */
 export function agentFor(c: Context<AppEnv>, channel: Channel): string {
   const agentId = c.req.param("agent_id") ?? "";
@@ -164,14 +180,7 @@ export function webhookRoutes(): OpenAPIHono<AppEnv> {
     c: Context<AppEnv>,
   ) => {
     const agentId = agentFor(c, "slack");
-    const raw = await c.req.text();
-    const headers = { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null };
-    const now = Math.floor(Date.now() / 1000);
-    const verified = await anyVerifies(
-      inboundSecrets(c, "SLACK_SIGNING_SECRET"),
-      async (s) => (await verifySlackSignature(s, headers, raw, now)).ok,
-    );
-    if (!verified) throw unauthorized("slack");
+    const raw = await verifiedSlackBody(c);
     let body: unknown = null;
     try {
       body = JSON.parse(raw);

@@ -23,7 +23,6 @@ import {
   slackBlocks,
   tokenDigest,
 } from "../../channels/approval-buttons";
-import { verifySlackSignature } from "../../channels/slack";
 import { parseSlackInteraction, postSlackEphemeral, type SlackPress, updateSlackMessage } from "../../channels/slack-interactivity";
 import { answerCallbackQuery, editMessageText, type TelegramPress } from "../../channels/telegram-callbacks";
 import { GatewayError } from "../../errors";
@@ -32,7 +31,7 @@ import { forgetBacklog } from "../../runs/backlog";
 import { secretValuesFromEnv } from "../../security/redact";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { type AppEnv, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
-import { agentFor, anyVerifies, inboundSecrets, unauthorized } from "./channels";
+import { agentFor, verifiedSlackBody } from "./channels";
 import { channelToken } from "./sender-gate";
 
 /** One press, whichever the platform. */
@@ -205,14 +204,7 @@ const interactivityRoute = createRoute({
 export function slackInteractivityRoute(app: OpenAPIHono<AppEnv>): void {
   app.openapi(interactivityRoute, (async (c: Context<AppEnv>) => {
     const agentId = agentFor(c, "slack");
-    const raw = await c.req.text();
-    const headers = { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null };
-    const now = Math.floor(Date.now() / 1000);
-    const verified = await anyVerifies(
-      inboundSecrets(c, "SLACK_SIGNING_SECRET"),
-      async (s) => (await verifySlackSignature(s, headers, raw, now)).ok,
-    );
-    if (!verified) throw unauthorized("slack");
+    const raw = await verifiedSlackBody(c);
     const interaction = parseSlackInteraction(raw);
     if (interaction.kind === "malformed") throw new GatewayError("invalid.request", interaction.error);
     if (interaction.kind === "ignored") return c.json({ ok: true, ignored: true }, 200);
