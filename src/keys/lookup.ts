@@ -78,14 +78,20 @@ export async function lookupKey(
 }
 
 /**
- * Whether the key of `grant` still stands as it did when accepted (not revoked, rotated or expired), from the same
- * cache: a WebSocket opened with a key checks it before each turn it takes.
+ * Whether the key of `grant` still stands as it did when accepted (`gone`: revoked, rotated or expired) and still
+ * lists `agentId` (`agent`: a PATCH took it away), from the same cache: a WebSocket opened with a key checks it
+ * before each turn it takes.
  */
-export async function keyStillValid(db: D1Database, grant: Pick<KeyGrant, "keyId" | "secretTag">): Promise<boolean> {
+export async function keyStanding(
+  db: D1Database,
+  grant: Pick<KeyGrant, "keyId" | "secretTag">,
+  agentId: string,
+): Promise<"ok" | "gone" | "agent"> {
   const now = Date.now();
   const { found } = await record(db, grant.keyId, now);
-  if (!found || found.revoked_at !== null || found.secret_hash.slice(0, 16) !== grant.secretTag) return false;
-  return found.expires_at === null || Date.parse(found.expires_at) > now;
+  if (!found || found.revoked_at !== null || found.secret_hash.slice(0, 16) !== grant.secretTag) return "gone";
+  if (found.expires_at !== null && Date.parse(found.expires_at) <= now) return "gone";
+  return found.agents === null || found.agents.includes(agentId) ? "ok" : "agent";
 }
 
 /** Drops this isolate's copy of one key (the isolate that rotated or revoked it sees the change at once). */

@@ -23,7 +23,7 @@ import type { GatewayConfig } from "../config/schema";
 import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
 import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
-import { keyStillValid } from "../keys/lookup";
+import { keyStanding } from "../keys/lookup";
 import type { Admission } from "../runs/backlog";
 import { requestCallerKey } from "../runs/caller";
 import { eventForApiCaller, TERMINAL } from "../runs/events";
@@ -145,8 +145,10 @@ export class SessionSockets {
     if (!att) throw new GatewayError("internal.error", "this socket has no grant; reconnect");
     const config = await configForTurn(this.#cx.env);
     if (!Object.hasOwn(config.agents, att.agentId)) throw new GatewayError("resource.not_found", `unknown agent "${att.agentId}"`);
-    if (att.key && !(await keyStillValid(this.#cx.env.DB, att.key)))
+    const standing = att.key ? await keyStanding(this.#cx.env.DB, att.key, att.agentId) : "ok";
+    if (standing === "gone")
       throw new GatewayError("auth.unauthorized", "the API key this socket was opened with was revoked, rotated or has expired");
+    if (standing === "agent") throw new GatewayError("auth.forbidden", `key ${att.key?.keyId} may not use agent "${att.agentId}"`);
     await this.#renewLease(att, config.limits.maxOpenStreamsPerCaller);
     const key = ownKey(att);
     const identity = { sessionKey: att.sessionKey, agentId: att.agentId };
@@ -168,7 +170,11 @@ export class SessionSockets {
       // Scoped to this conversation's object, like an Idempotency-Key's dispatch key, under a prefix of its own.
       dispatchKey: `ws:${frame.id}`,
     });
-    if (admission && !queued.duplicate && this.#admissions.size < MAX_ADMISSIONS) this.#admissions.set(queued.runId, admission);
+    if (admission && !queued.duplicate) {
+      // The oldest goes first: a run whose socket closed before it ended never gives its entry back.
+      if (this.#admissions.size >= MAX_ADMISSIONS) this.#admissions.delete(this.#admissions.keys().next().value as string);
+      this.#admissions.set(queued.runId, admission);
+    }
     send(ws, { type: "accepted", id: frame.id, run_id: queued.runId, session_id: queued.sessionId, duplicate: queued.duplicate === true });
     this.#follow(ws, { run: queued.runId, id: frame.id, after: 0, ...(frame.stream ? { stream: newSocketStream() } : {}) });
   }

@@ -701,6 +701,38 @@ describe("ISSUE25-1 a key's WebSocket and its secret in messages", () => {
     ws.close();
   }, 30_000);
 
+  it("ISSUE25-1 an open WebSocket whose key no longer lists its agent (PATCH) takes no further turn (403 error frame)", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "first answer" }]);
+    const config = twoAgents(host);
+    const posted = await postConfigVersion(env.DB, config, { actor: "test", now: new Date() });
+    if (!posted.ok) throw new Error("config not posted");
+    forgetAdminGenerations();
+    forgetConfigInForce();
+    const app = appFor(config);
+    const { key, key_id } = await createKey(app, { agents: ["alpha", "beta"] });
+    const res = await app.request(
+      `https://gateway.test/v1/chat/socket?agent_id=alpha&room_id=r-${label()}&user_id=u1`,
+      { headers: { Authorization: `Bearer ${key}`, Upgrade: "websocket" } },
+      env,
+    );
+    expect(res.status).toBe(101);
+    const ws = res.webSocket as WebSocket;
+    ws.accept();
+    const frames: any[] = [];
+    ws.addEventListener("message", (e) => frames.push(JSON.parse(e.data as string)));
+    ws.send(JSON.stringify({ type: "message", id: "m-1", text: "hello" }));
+    await until(async () => frames.some((f) => f.type === "run" && f.id === "m-1"));
+    expect((await call(app, "PATCH", `/api/admin/keys/${key_id}`, { agents: ["beta"] }, ADMIN)).status).toBe(200);
+    ws.send(JSON.stringify({ type: "message", id: "m-2", text: "again" }));
+    await until(async () => frames.some((f) => f.id === "m-2"));
+    expect(frames.filter((f) => f.id === "m-2")).toEqual([
+      { type: "error", id: "m-2", error: { code: "auth.forbidden", message: `key ${key_id} may not use agent "alpha"` } },
+    ]);
+    expect(await requestsTo(host)).toHaveLength(1);
+    ws.close();
+  }, 30_000);
+
   it("ISSUE25-1 a key pasted into a message is redacted before it is stored or sent to the model", async () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ content: "noted" }]);
