@@ -114,8 +114,10 @@ function outcomeOf(done: Done | null, runId: string, waitSeconds: number): Outco
     // The run's own failure code (the same as in its run.failed event), with that code's status.
     const code = done.error?.code;
     const known: ErrorCode = code !== undefined && Object.hasOwn(ERROR_CODES, code) ? (code as ErrorCode) : "internal.error";
-    // A spent daily token budget comes back at UTC midnight: say when (issue 25 §1).
-    const retry = known === "over_budget" ? { retryAfterSeconds: secondsToUtcMidnight(new Date()) } : {};
+    // A spent daily token budget comes back at UTC midnight: say when (issue 25 §1). Not a history too long for the
+    // context window, which is over_budget too and no wait mends.
+    const daily = known === "over_budget" && /tokens for \d{4}-\d{2}-\d{2} \(UTC\)/.test(done.error?.message ?? "");
+    const retry = daily ? { retryAfterSeconds: secondsToUtcMidnight(new Date()) } : {};
     return { error: new GatewayError(known, `run ${runId} failed: ${done.error?.message ?? done.view.output}`, retry) };
   }
   if (done.paused) {
