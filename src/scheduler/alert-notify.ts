@@ -7,6 +7,7 @@
  */
 import { ensureLazyTables } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
+import { webhookIdFor } from "./notify";
 
 /** An alert webhook to queue: where, its fixed body and id, the run that fired it, and the retry settings. */
 export interface AlertNotify {
@@ -55,7 +56,6 @@ export function dueAlertNotifications(sql: Sql, now: number): DueAlertNotify[] {
 }
 
 /** An alert's webhook id: `msg_` + 32 hex of SHA-256 over (alert key, period) — the same on every retry. */
-export async function alertWebhookIdFor(alertKey: string, period: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`usage.alert\n${alertKey}\n${period}`)));
-  return `msg_${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+export function alertWebhookIdFor(alertKey: string, period: string): Promise<string> {
+  return webhookIdFor(`usage.alert\n${alertKey}`, period); // the same text hashed as before: ids unchanged
 }

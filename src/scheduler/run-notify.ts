@@ -54,6 +54,7 @@ function candidates(sql: Sql): (DueRunNotify & { due_at: number })[] {
       FROM notify_outbox n JOIN runs r ON r.id = n.run_id
       WHERE n.channel = 'run' AND r.status IN ('completed', 'failed', 'cancelled', 'awaiting_approval'))
     WHERE status = 'pending' OR sent_state IS NOT state
+    ORDER BY CASE WHEN sent_state IS NOT state THEN 0 ELSE next_attempt_at END
     LIMIT 50`;
 }
 
