@@ -59,20 +59,32 @@ const KEEP_AFTER_EXPIRY_MS = 7 * 86_400_000;
 
 /**
  * Claims every button of `approvalId` for one press: true for exactly one of any number of concurrent presses
- * (approve and deny, or one button twice), false once they were claimed. The same batch removes buttons a week past
- * their approval's expiry (at most 200 per press), so the table holds no more than recent approvals' buttons.
+ * (approve and deny, or one button twice), false once they were claimed.
  */
 export async function claimButtons(db: D1Database, approvalId: string, by: string, event: string, now: Date): Promise<boolean> {
+  const claimed = await db
+    .prepare("UPDATE approval_buttons SET used_at = ?1, used_by = ?2, used_event = ?3 WHERE approval_id = ?4 AND used_at IS NULL")
+    .bind(now.toISOString(), by, event, approvalId)
+    .run();
+  return claimed.meta.changes > 0;
+}
+
+/** Buttons deleted per cron tick at most (a large backlog goes over several ticks, each statement short). */
+export const BUTTON_PRUNE_LIMIT = 1_000;
+
+/**
+ * Deletes buttons a week past their approval's expiry, oldest first, at most `limit`; the number deleted. Run by the
+ * cron tick (src/scheduler/tick.ts), not by presses: approvals decided in the dashboard or left to expire leave their
+ * buttons too, and nobody may ever press again.
+ */
+export async function pruneExpiredButtons(db: D1Database, now: Date, limit = BUTTON_PRUNE_LIMIT): Promise<number> {
   const before = new Date(now.getTime() - KEEP_AFTER_EXPIRY_MS).toISOString();
-  const [claimed] = await db.batch([
-    db
-      .prepare("UPDATE approval_buttons SET used_at = ?1, used_by = ?2, used_event = ?3 WHERE approval_id = ?4 AND used_at IS NULL")
-      .bind(now.toISOString(), by, event, approvalId),
-    db
-      .prepare(
-        "DELETE FROM approval_buttons WHERE token_sha256 IN (SELECT token_sha256 FROM approval_buttons WHERE expires_at < ?1 LIMIT 200)",
-      )
-      .bind(before),
-  ]);
-  return (claimed?.meta.changes ?? 0) > 0;
+  const done = await db
+    .prepare(
+      `DELETE FROM approval_buttons WHERE token_sha256 IN
+         (SELECT token_sha256 FROM approval_buttons WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
+    .run();
+  return done.meta.changes;
 }

@@ -136,6 +136,7 @@ export interface LogEvents {
   };
   /** The tick's prune of refused channel senders failed (D-083): the error's name; the next tick tries again. */
   "scheduler.senders_prune": { error_name: string };
+  "scheduler.buttons_prune": { error_name: string };
   /** An admin stored, replaced or deleted a secret (its name only, never the value). */
   "admin.secret": { name: string; action: "created" | "replaced" | "deleted" };
   /** Issue 21 §2: key names only, never a value. */

@@ -21,6 +21,8 @@
  * come, once, and its next run is the first slot after it; a one-shot fires once
  * and is disabled. Everything is timed by the controller's `scheduledTime`.
  */
+
+import { pruneExpiredButtons } from "../channels/approval-button-store";
 import { REFUSAL_REPLY_WINDOW_MS } from "../channels/sender-policy";
 import { pruneRefusedSenders } from "../channels/sender-store";
 import type { GatewayConfig } from "../config/schema";
@@ -150,14 +152,20 @@ interface ClaimedRow {
   attempts: number;
 }
 
-/** Step 5: prunes refused senders past their retention; a D1 failure is logged (the next tick tries again), never thrown. */
+/**
+ * Step 5: prunes refused senders past their retention (D-083) and chat approval buttons a week past their approval's
+ * expiry; a D1 failure is logged (the next tick tries again), never thrown. Answers the senders pruned.
+ */
 async function pruneSenders(db: D1Database, now: number, logger: Logger): Promise<number> {
-  try {
-    return await pruneRefusedSenders(db, now, REFUSAL_REPLY_WINDOW_MS);
-  } catch (err) {
-    logger.log("warn", "scheduler.senders_prune", { error_name: err instanceof Error ? err.name : "error" });
+  const failed = (event: "scheduler.senders_prune" | "scheduler.buttons_prune") => (err: unknown) => {
+    logger.log("warn", event, { error_name: err instanceof Error ? err.name : "error" });
     return 0;
-  }
+  };
+  const [senders] = await Promise.all([
+    pruneRefusedSenders(db, now, REFUSAL_REPLY_WINDOW_MS).catch(failed("scheduler.senders_prune")),
+    pruneExpiredButtons(db, new Date(now)).catch(failed("scheduler.buttons_prune")),
+  ]);
+  return senders;
 }
 
 /** Runs one tick at `controller.scheduledTime`. */

@@ -8,6 +8,7 @@
 import { createScheduledController, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { pruneExpiredButtons } from "../../src/channels/approval-button-store";
 import { SENDER_PRUNE_LIMIT, SENDER_RETENTION_MS } from "../../src/channels/sender-store";
 import { createLogger } from "../../src/observability/logger";
 import { runSchedulerTick } from "../../src/scheduler/tick";
@@ -240,5 +241,38 @@ describe("ISSUE24-3 pruning channel_senders (D-083)", () => {
       state.storage.sql.exec("SELECT status FROM runs").toArray(),
     );
     expect(runs.length).toBe(1);
+  });
+});
+
+describe("ISSUE24-2 the cron tick prunes chat approval buttons", () => {
+  it("ISSUE24-2 buttons a week past their approval's expiry go (oldest first, at most the limit per tick); newer ones stay", async () => {
+    const DAY = 86_400_000;
+    const at = Date.now();
+    const agent = `btn-${crypto.randomUUID().slice(0, 8)}`;
+    const rows: [string, number][] = [
+      ["old-1", at - 9 * DAY],
+      ["old-2", at - 8 * DAY],
+      ["recent", at - 6 * DAY],
+      ["live", at + DAY],
+    ];
+    for (const [id, expires] of rows)
+      await env.DB.prepare(
+        "INSERT INTO approval_buttons (token_sha256, approval_id, agent_id, decision, channel, chat_id, created_at, expires_at) VALUES (?1, ?2, ?3, 'approve', 'telegram', '-1', ?4, ?4)",
+      )
+        .bind(`${agent}-${id}`, `apr_${id}`, agent, new Date(expires).toISOString())
+        .run();
+    const left = async () =>
+      (
+        await env.DB.prepare("SELECT token_sha256 FROM approval_buttons WHERE agent_id = ?1 ORDER BY token_sha256").bind(agent).all()
+      ).results.map((r) => String(r.token_sha256).slice(agent.length + 1));
+    expect(await pruneExpiredButtons(env.DB, new Date(at), 1)).toBe(1); // the limit: the oldest first
+    expect(await left()).toEqual(["live", "old-2", "recent"]);
+    await runSchedulerTick(
+      { DB: env.DB, SESSIONS: env.SESSIONS },
+      createScheduledController({ scheduledTime: new Date(at), cron: "* * * * *" }),
+      createLogger("info", () => {}),
+      { config: CONFIG, dispatch: async () => ({ ok: false, skip: true, error: "unused" }) },
+    );
+    expect(await left()).toEqual(["live", "recent"]);
   });
 });
