@@ -1280,7 +1280,8 @@ describe("admin dashboard in Chromium", () => {
     // Leaving the view takes the key out of the page (the field emptied too); coming back does not bring it.
     const field = await once.locator("input#key-value").elementHandle();
     await openView("runs");
-    expect(await page.locator("input#key-value").count()).toBe(0);
+    // The hash changes before the page swaps its view (on the hashchange event): wait for the swap, then check.
+    await expect.poll(() => page.locator("input#key-value").count(), { message: "the key field after leaving the view" }).toBe(0);
     expect(await field?.evaluate((input) => [(input as unknown as { value: string }).value, input.isConnected])).toEqual(["", false]);
     await field?.dispose();
     await openView("keys");
