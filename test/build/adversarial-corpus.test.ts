@@ -1,0 +1,48 @@
+/**
+ * Issue 33: the adversarial corpus is the project's own, committed before the guard was tuned against it, and pinned.
+ * Its SHA-256 is fixed here; the generator must still produce exactly those bytes; and every family's own inverse
+ * reads the whole hidden text back from an unguarded release (so "0 released" later means the guard held, not that
+ * the measure went blind).
+ */
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { corpus } from "../fixtures/disclosure/make-adversarial-corpus";
+import { type CorpusReply, type CorpusSpread, countedSequences, releasedSequences } from "../support/disclosure-corpus";
+import { FAMILIES } from "../support/disguise-families";
+
+const file = join(import.meta.dirname, "..", "fixtures", "disclosure", "adversarial-corpus.json");
+/** Pinned when the corpus was committed, before the guard of issue 33 was written. */
+const PINNED_SHA256 = "ce1720a2f3745e671c9986dc9ad9f43b191a7c312207ec5fc1fa8c1b5debea4c";
+
+describe("ISSUE33 the adversarial corpus", () => {
+  const bytes = readFileSync(file);
+  const doc = JSON.parse(bytes.toString("utf8")) as { replies: CorpusReply[]; spreads: CorpusSpread[] };
+
+  it("ISSUE33 corpus pinned: its SHA-256 is the one committed before tuning, and the generator reproduces it byte for byte", () => {
+    expect(createHash("sha256").update(bytes).digest("hex")).toBe(PINNED_SHA256);
+    expect(corpus()).toBe(bytes.toString("utf8"));
+  });
+
+  it(`ISSUE33 corpus size: at least 30 disguise families (${FAMILIES.length}), each on two hidden layers, and 10 run/session spreads`, () => {
+    expect(FAMILIES.length).toBeGreaterThanOrEqual(30);
+    expect(new Set(doc.replies.map((r) => r.family)).size).toBe(FAMILIES.length);
+    expect(doc.replies.length).toBe(FAMILIES.length * 2);
+    expect(doc.spreads.length).toBe(10);
+  });
+
+  it("ISSUE33 the measure sees an unguarded leak: each family's reply, released whole, gives away every counted sequence of its layer", () => {
+    const sources = {
+      base: doc.replies.find((r) => r.id === "plain@base")?.text ?? "",
+      api_client: doc.replies.find((r) => r.id === "plain@api_client")?.text ?? "",
+    };
+    const short: Record<string, number> = {};
+    for (const reply of doc.replies) {
+      const counted = countedSequences([sources[reply.layer as keyof typeof sources]]);
+      const got = releasedSequences(reply.text, counted).length;
+      if (got < counted.size) short[reply.id] = counted.size - got;
+    }
+    expect(short).toEqual({});
+  });
+});
