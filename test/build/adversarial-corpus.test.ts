@@ -13,6 +13,8 @@ import { type CorpusReply, type CorpusSpread, countedSequences, releasedSequence
 import { FAMILIES } from "../support/disguise-families";
 
 const file = join(import.meta.dirname, "..", "fixtures", "disclosure", "adversarial-corpus.json");
+/** The benign answers (184, eight kinds) the false-refusal rate is measured on, pinned the same way. */
+const BENIGN_SHA256 = "4df9ffbcc46939b82c34ac5a3e27e819ea977e3515a9a9178a8a076c0f722f55";
 /** Pinned when the corpus was committed, before the guard of issue 33 was written. */
 const PINNED_SHA256 = "ce1720a2f3745e671c9986dc9ad9f43b191a7c312207ec5fc1fa8c1b5debea4c";
 
@@ -23,6 +25,14 @@ describe("ISSUE33 the adversarial corpus", () => {
   it("ISSUE33 corpus pinned: its SHA-256 is the one committed before tuning, and the generator reproduces it byte for byte", () => {
     expect(createHash("sha256").update(bytes).digest("hex")).toBe(PINNED_SHA256);
     expect(corpus()).toBe(bytes.toString("utf8"));
+  });
+
+  it("ISSUE33 benign answers pinned: written before the guard was tuned, 184 answers of 8 kinds", () => {
+    const benign = readFileSync(join(import.meta.dirname, "..", "fixtures", "disclosure", "benign-answers-adaptive.json"));
+    expect(createHash("sha256").update(benign).digest("hex")).toBe(BENIGN_SHA256);
+    const answers = (JSON.parse(benign.toString("utf8")) as { answers: { kind: string }[] }).answers;
+    expect(answers.length).toBe(184);
+    expect(new Set(answers.map((a) => a.kind)).size).toBe(8);
   });
 
   it(`ISSUE33 corpus size: at least 30 disguise families (${FAMILIES.length}), each on two hidden layers, and 10 run/session spreads`, () => {
