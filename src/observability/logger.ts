@@ -47,6 +47,8 @@ export interface RunTurnLine {
   attempts?: number;
   prompt_tokens?: number;
   completion_tokens?: number;
+  /** Issue 33: why the provider's usage block was refused (the tokens above are then the gateway's estimates). */
+  usage_refused?: string;
   latency_ms?: number;
 }
 

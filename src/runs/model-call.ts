@@ -119,8 +119,7 @@ export async function callModel(
     throw err;
   }
   const usage = callUsage(spec, result, rp.estimated);
-  const total = result.usage?.totalTokens || usage.promptTokens + usage.completionTokens;
-  if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, total).catch(() => {});
+  if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, usage.promptTokens + usage.completionTokens).catch(() => {});
   if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
   noteModelCall(ctx, run.id, {
     ...line,
@@ -128,12 +127,16 @@ export async function callModel(
     attempts: result.attempts,
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
+    ...(usage.refused ? { usage_refused: usage.refused } : {}),
     latency_ms: Date.now() - started,
   });
   return { ok: true, answer: { result, usage, started } };
 }
 
-/** The call's usage: the provider's figures (and their cost, when the model is priced), else estimates and no cost. */
+/**
+ * The call's usage: the provider's figures (and their cost, when the model is priced), else estimates and no cost —
+ * also when the provider's figures were refused (issue 33: `acceptUsage`), with the reason.
+ */
 function callUsage(spec: RunSpec, result: ChatResult, estimated: number): RoundUsage {
   const u = result.usage;
   if (!u)
@@ -142,6 +145,7 @@ function callUsage(spec: RunSpec, result: ChatResult, estimated: number): RoundU
       completionTokens: estimateMessagesTokens([{ content: result.content }]),
       reported: null,
       costPico: null,
+      ...(result.usageRefused ? { refused: result.usageRefused } : {}),
     };
   const reported = { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens ?? 0 };
   const pricing = spec.model.pricing;

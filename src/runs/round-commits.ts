@@ -21,6 +21,7 @@ import type { RunSpec } from "./spec";
 import {
   addRunUsage,
   appendTrace,
+  type CallUsage,
   closeToolCall,
   getRun,
   isTerminal,
@@ -88,18 +89,25 @@ export function commitModelReply(ctx: RunContext, run: RunRow, round: number, an
       finish_reason: result.finishReason,
       attempts: result.attempts,
       latency_ms: Date.now() - answer.started,
-      usage: {
-        prompt_tokens: usage.promptTokens,
-        completion_tokens: usage.completionTokens,
-        // Issue 25 §2: whether the provider reported these (false: estimates), the cached part, the cost (pico-USD).
-        reported: usage.reported !== null,
-        ...(usage.reported ? { cached_tokens: usage.reported.cached } : {}),
-        cost_pico: usage.costPico,
-      },
+      usage: usageTrace(usage),
       tool_calls: reply.calls.length,
     });
     for (const t of reply.notesTraces) appendTrace(sql, run.id, t.kind, t.data as Record<string, unknown>);
   });
+}
+
+/** A call's usage in its `llm_done` trace. */
+function usageTrace(usage: CallUsage): Record<string, unknown> {
+  return {
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+    // Issue 25 §2: whether the provider reported these (false: estimates), the cached part, the cost (pico-USD);
+    // issue 33: why the provider's figures were refused, when they were.
+    reported: usage.reported !== null,
+    ...(usage.reported ? { cached_tokens: usage.reported.cached } : {}),
+    ...(usage.refused ? { refused: usage.refused } : {}),
+    cost_pico: usage.costPico,
+  };
 }
 
 /** The reply that ends the run (or a failed one's last words), stored before the run's terminal state. */
