@@ -41,8 +41,8 @@ export interface RunTurnLine {
   provider?: string;
   model?: string;
   estimated_input_tokens?: number;
-  /** The model call's outcome, and why it failed. */
-  call?: "ok" | "failed";
+  /** The model call's outcome, and why it failed; a cancelled call carries what it was charged (issue 33). */
+  call?: "ok" | "failed" | "cancelled";
   reason?: string;
   attempts?: number;
   prompt_tokens?: number;

@@ -3,7 +3,8 @@
  * regrouped) in one place:
  * - before the network: the retrieval traces, then `commitModelRequested` — manifest, `model.requested`,
  *   `llm_req` — in one transaction (issue 23's T1 for a plain turn, with the run's message and row);
- * - during the call: the stream trace, or the failed call's `llm_done`;
+ * - during the call: the stream trace, or the failed call's `llm_done`; a cancelled call's usage and `llm_done`
+ *   (`commitCancelledCall`, issue 33);
  * - after the model: `commitModelReply` — usage, `llm_done`, NOTES traces — in one transaction with either the
  *   reply and the run's terminal state (`commitRunEnd`) or the tool plan (`commitToolPlan`);
  * - after each tool: its result (tool-round.ts), in the transaction that also opens the next round when nothing
@@ -93,6 +94,18 @@ export function commitModelReply(ctx: RunContext, run: RunRow, round: number, an
       tool_calls: reply.calls.length,
     });
     for (const t of reply.notesTraces) appendTrace(sql, run.id, t.kind, t.data as Record<string, unknown>);
+  });
+}
+
+/**
+ * Issue 33: a model call cancelled mid-answer still cost tokens: its usage (model-call.ts `unfinishedUsage`) on the
+ * run — so it ships to the rollups with the run's index row — and its `llm_done` trace, in one transaction.
+ */
+export function commitCancelledCall(ctx: RunContext, runId: string, round: number, usage: CallUsage): void {
+  const { sql, storage } = ctx.host;
+  storage.transactionSync(() => {
+    addRunUsage(sql, runId, usage);
+    appendTrace(sql, runId, "llm_done", { round, ok: false, reason: "cancelled", usage: usageTrace(usage) });
   });
 }
 

@@ -1,16 +1,26 @@
 /**
- * Issue 33 (D-085): provider-reported usage is no longer trusted as sent. Counts are accepted only as non-negative
- * safe integers whose prompt + completion fit the model's context window (cached tokens at most the prompt's);
- * anything else makes the call unreported — the rollups get no tokens from it and the budgets get the estimates —
- * with the reason in its `llm_done` trace. Providers are scripted at the network boundary (test/support/outbound.ts),
- * `usage_raw` sending each block exactly as written.
+ * Issue 33 (D-085): usage that escaped, and usage trusted as sent.
+ *
+ * - A model call cancelled mid-answer is charged, never 0: the provider's usage if it had reported it, else the
+ *   prompt estimate plus the tokens of the text streamed so far (a call that streams nothing: the whole reservation)
+ *   — on the agent's, the caller's and the key's token budgets, on the run, and in the D1 rollups (as an unreported
+ *   request when the provider reported nothing).
+ * - Provider-reported counts are accepted only as non-negative safe integers whose prompt + completion fit the
+ *   model's context window (cached tokens at most the prompt's); anything else makes the call unreported — the
+ *   rollups get no tokens from it and the budgets get the estimates — with the reason in its `llm_done` trace.
+ *
+ * Providers are scripted at the network boundary (test/support/outbound.ts). A gated stream lets the test watch the
+ * run before any text arrives; a stalled one stays open until the cancel. The test knows every piece has been read
+ * when the run has released the text the guard releases only once the last piece is in: no timing is involved.
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { estimateMessagesTokens } from "../../src/context/budget";
-import { runConfig, scriptProvider, uniqueHost } from "../support/config";
+import { StreamGuard } from "../../src/prompts/stream-guard";
+import { runObjectId } from "../../src/runs/ids";
+import { openGate, requestsTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import type { ScriptStep } from "../support/outbound";
-import { appFor, registerTestTools, runDetail, startRun, until, waitForRun } from "../support/runs";
+import { type App, appFor, call, registerTestTools, runDetail, startRun, until, waitForRun } from "../support/runs";
 
 registerTestTools();
 
@@ -20,7 +30,41 @@ const PRICING = { inputPerMillion: 2.5, outputPerMillion: 10, cachedInputPerMill
 const BUDGET = { tokensPerDay: 1_000_000, tokensPerCallerPerDay: 500_000 };
 const MODEL = "moonshot:kimi-k1-128k";
 const CONTEXT_WINDOW = 131_072;
+const MAX_OUTPUT = 4096;
 const uid = () => crypto.randomUUID().slice(0, 8);
+const words = (n: number) => Array.from({ length: n }, (_, i) => `river${String.fromCharCode(97 + (i % 26))}${i}`);
+const cut = (text: string, n: number) => text.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
+
+/**
+ * The pieces up to and including the last one whose arrival makes the guard release text, and the text released
+ * by then: once a run has released exactly that, it has read every piece.
+ */
+function releasingPrefix(chunks: string[]): { sent: string[]; released: string } {
+  const guard = new StreamGuard((raw) => raw);
+  const releases = chunks.map((c) => {
+    const step = guard.push(c);
+    return step && "release" in step ? step.release : null;
+  });
+  const last = releases.findLastIndex((r) => r !== null);
+  return { sent: chunks.slice(0, last + 1), released: releases.slice(0, last + 1).join("") };
+}
+
+const stubOf = (runId: string) => env.SESSIONS.get(env.SESSIONS.idFromString(runObjectId(runId) as string));
+
+/** Watches the run (so its stream is guarded and released as it arrives), opens the gate, waits for `released`. */
+async function readEveryPiece(runId: string, host: string, released: string): Promise<void> {
+  const stub = stubOf(runId);
+  await stub.releasedText(runId, 0, 0);
+  await openGate(host);
+  await until(async () => (await stub.releasedText(runId, 0, 0)).text === released);
+}
+
+/** Cancels a running run and waits for it to end. */
+async function cancelRun(app: App, runId: string): Promise<void> {
+  const res = await call(app, "POST", `/v1/runs/${runId}/cancel`);
+  expect({ status: res.status, body: res.body }).toEqual({ status: 202, body: { id: runId, status: "running" } });
+  expect((await waitForRun(app, runId)).status).toBe("cancelled");
+}
 
 /** The run's prompt estimate (its `model.requested` event) and its `llm_done` traces. */
 function callRecords(detail: any): { promptEstimate: number; llmDone: unknown[] } {
@@ -87,6 +131,134 @@ const UNREPORTED_ROW = {
   cached_tokens: 0,
   cost_pico: 0,
 };
+
+describe("ISSUE33 usage: a cancelled model call is charged, never 0", () => {
+  it("ISSUE33 usage: a cancelled streamed call is charged the prompt estimate plus the tokens of the text streamed so far on the budgets and the run, and is an unreported request in the rollups", async () => {
+    const host = uniqueHost("script");
+    const { sent, released } = releasingPrefix(cut(`${words(60).join(" ")}.`, 6));
+    expect(sent.length).toBeGreaterThan(40);
+    await scriptProvider(host, [{ chunks: sent, gate: true, stall: true }]);
+    const agentId = `cancel-${uid()}`;
+    const app = appFor(runConfig(host, { agentId, model: { supportsStreaming: true, pricing: PRICING }, agent: { budget: BUDGET } }));
+    const id = await startRun(app, "tell me about rivers", agentId);
+    await readEveryPiece(id, host, released);
+    await cancelRun(app, id);
+
+    const detail = await runDetail(app, id);
+    const { promptEstimate, llmDone } = callRecords(detail);
+    // The text streamed before the cancel, estimated as the answer of a call with no reported usage is.
+    const streamed = estimateMessagesTokens([{ content: sent.join("") }]);
+    expect(streamed).toBe(127);
+    expect(await budgetRows(agentId)).toEqual({ agent: promptEstimate + streamed, caller: promptEstimate + streamed });
+    expect(llmDone).toEqual([
+      {
+        round: 1,
+        ok: false,
+        reason: "cancelled",
+        usage: { prompt_tokens: promptEstimate, completion_tokens: streamed, reported: false, cost_pico: null },
+      },
+    ]);
+    expect(detail.usage).toEqual(UNREPORTED_RUN_USAGE);
+    expect(detail.cost).toBeNull();
+    expect(await shippedRun(id, "cancelled")).toEqual({ status: "cancelled", ...UNREPORTED_ROW });
+    expect(await rollups(agentId)).toEqual([{ ...UNREPORTED_ROW, runs: 1 }]);
+  });
+
+  it("ISSUE33 usage: a cancelled streamed call whose provider had already reported its usage is charged exactly that usage: tokens, cached tokens and cost", async () => {
+    const host = uniqueHost("script");
+    const { sent, released } = releasingPrefix(cut(`${words(40).join(" ")}.`, 6));
+    const usage = { prompt_tokens: 1200, completion_tokens: 300, total_tokens: 1500, prompt_tokens_details: { cached_tokens: 200 } };
+    // The usage chunk comes before the last piece (as from providers that report usage as they stream).
+    await scriptProvider(host, [{ chunks: sent, gate: true, stall: true, usage, usage_after_chunks: sent.length - 1 }]);
+    const agentId = `cancel-${uid()}`;
+    const app = appFor(runConfig(host, { agentId, model: { supportsStreaming: true, pricing: PRICING }, agent: { budget: BUDGET } }));
+    const id = await startRun(app, "tell me about rivers", agentId);
+    await readEveryPiece(id, host, released);
+    await cancelRun(app, id);
+
+    const detail = await runDetail(app, id);
+    // 1000 × 2.5e6 + 200 × 1.25e6 + 300 × 1e7 = 5.75e9 pico-USD.
+    expect(callRecords(detail).llmDone).toEqual([
+      {
+        round: 1,
+        ok: false,
+        reason: "cancelled",
+        usage: { prompt_tokens: 1200, completion_tokens: 300, reported: true, cached_tokens: 200, cost_pico: 5_750_000_000 },
+      },
+    ]);
+    expect(await budgetRows(agentId)).toEqual({ agent: 1500, caller: 1500 });
+    expect(detail.usage).toEqual({
+      model: MODEL,
+      requests: 1,
+      unreported_requests: 0,
+      prompt_tokens: 1200,
+      completion_tokens: 300,
+      cached_tokens: 200,
+      total_tokens: 1500,
+    });
+    expect(detail.cost).toEqual({ usd: "0.00575" });
+    const row = {
+      requests: 1,
+      unreported_requests: 0,
+      uncosted_requests: 0,
+      prompt_tokens: 1200,
+      completion_tokens: 300,
+      cached_tokens: 200,
+      cost_pico: 5_750_000_000,
+    };
+    expect(await shippedRun(id, "cancelled")).toEqual({ status: "cancelled", ...row });
+    expect(await rollups(agentId)).toEqual([{ ...row, runs: 1 }]);
+  });
+
+  it("ISSUE33 usage: a streamed call cancelled before its first word is charged the prompt estimate plus an empty answer's 4 tokens", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ chunks: ["never", " sent"], gate: true, stall: true }]);
+    const agentId = `cancel-${uid()}`;
+    const app = appFor(runConfig(host, { agentId, model: { supportsStreaming: true, pricing: PRICING }, agent: { budget: BUDGET } }));
+    const id = await startRun(app, "tell me about rivers", agentId);
+    await until(async () => (await requestsTo(host)).length === 1);
+    await cancelRun(app, id);
+
+    const detail = await runDetail(app, id);
+    const { promptEstimate, llmDone } = callRecords(detail);
+    expect(estimateMessagesTokens([{ content: "" }])).toBe(4);
+    expect(await budgetRows(agentId)).toEqual({ agent: promptEstimate + 4, caller: promptEstimate + 4 });
+    expect(llmDone).toEqual([
+      expect.objectContaining({ usage: { prompt_tokens: promptEstimate, completion_tokens: 4, reported: false, cost_pico: null } }),
+    ]);
+    expect(detail.usage).toEqual(UNREPORTED_RUN_USAGE);
+    expect(await shippedRun(id, "cancelled")).toEqual({ status: "cancelled", ...UNREPORTED_ROW });
+    expect(await rollups(agentId)).toEqual([{ ...UNREPORTED_ROW, runs: 1 }]);
+  });
+
+  it("ISSUE33 usage: a cancelled call that streams nothing (a model without streaming) is charged its whole reservation: the prompt estimate plus maxOutputTokens", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "an answer never read", gate: true }]);
+    const agentId = `cancel-${uid()}`;
+    const app = appFor(runConfig(host, { agentId, model: { pricing: PRICING }, agent: { budget: BUDGET } }));
+    const id = await startRun(app, "tell me about rivers", agentId);
+    // The provider holds the request: the call is in flight when the cancel comes.
+    await until(async () => (await requestsTo(host)).length === 1);
+    await cancelRun(app, id);
+    await openGate(host); // the mock answers now; nobody reads it
+
+    const detail = await runDetail(app, id);
+    const { promptEstimate, llmDone } = callRecords(detail);
+    expect(llmDone).toEqual([
+      {
+        round: 1,
+        ok: false,
+        reason: "cancelled",
+        usage: { prompt_tokens: promptEstimate, completion_tokens: MAX_OUTPUT, reported: false, cost_pico: null },
+      },
+    ]);
+    expect(await budgetRows(agentId)).toEqual({ agent: promptEstimate + MAX_OUTPUT, caller: promptEstimate + MAX_OUTPUT });
+    expect(detail.usage).toEqual(UNREPORTED_RUN_USAGE);
+    expect(detail.cost).toBeNull();
+    expect(await shippedRun(id, "cancelled")).toEqual({ status: "cancelled", ...UNREPORTED_ROW });
+    expect(await rollups(agentId)).toEqual([{ ...UNREPORTED_ROW, runs: 1 }]);
+  });
+});
 
 /** A provider usage block that is refused, and the reason its `llm_done` trace gives. */
 interface BadUsage {
