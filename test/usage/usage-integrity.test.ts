@@ -2,9 +2,9 @@
  * Issue 33 (D-085): usage that escaped, and usage trusted as sent.
  *
  * - A model call cancelled mid-answer is charged, never 0: the provider's usage if it had reported it, else the
- *   prompt estimate plus the tokens of the text streamed so far (a call that streams nothing: the whole reservation)
- *   — on the agent's, the caller's and the key's token budgets, on the run, and in the D1 rollups (as an unreported
- *   request when the provider reported nothing).
+ *   prompt estimate plus the tokens of the text streamed so far (a model that does not stream: its whole
+ *   reservation) — on the agent's and the caller's token budgets (an API key's settles in the same batch), on the
+ *   run, and in the D1 rollups (as an unreported request when the provider reported nothing).
  * - Provider-reported counts are accepted only as non-negative safe integers whose prompt + completion fit the
  *   model's context window (cached tokens at most the prompt's); anything else makes the call unreported — the
  *   rollups get no tokens from it and the budgets get the estimates — with the reason in its `llm_done` trace.
