@@ -41,12 +41,14 @@ export interface RunTurnLine {
   provider?: string;
   model?: string;
   estimated_input_tokens?: number;
-  /** The model call's outcome, and why it failed. */
-  call?: "ok" | "failed";
+  /** The model call's outcome, and why it failed; a cancelled call carries what it was charged (issue 33). */
+  call?: "ok" | "failed" | "cancelled";
   reason?: string;
   attempts?: number;
   prompt_tokens?: number;
   completion_tokens?: number;
+  /** Issue 33: why the provider's usage block was refused (the tokens above are then the gateway's estimates). */
+  usage_refused?: string;
   latency_ms?: number;
 }
 
