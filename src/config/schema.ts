@@ -419,7 +419,7 @@ export const UsageAlert = z
       .optional(),
     /** Threshold in provider-reported tokens (prompt + completion). */
     tokens: z.int().positive().max(1_000_000_000_000).optional(),
-    /** An https URL to POST the alert to, signed with SCHEDULER_WEBHOOK_SECRET (Standard Webhooks). */
+    /** An https URL to POST the alert to, signed like a job's webhook (Standard Webhooks v1 and v1a, D-089). */
     webhook: z
       .url({ protocol: /^https$/ })
       .max(2048)

@@ -4,14 +4,16 @@
  * - the URL must be `https` and pass the outbound rules `http.get` and job webhooks use (`checkUrl`: no credentials,
  *   default ports only, no private, loopback, link-local or internal address or name, at most 2,048 characters);
  *   anything else is a 400 naming `notify.url`;
- * - the gateway must hold the signing secret, SCHEDULER_WEBHOOK_SECRET (the one job webhooks are signed with, so a
- *   receiver verifies every webhook of this gateway with one key); without it the request is a 400 naming it.
+ * - the gateway must be able to sign it (D-089): SCHEDULER_WEBHOOK_SECRET, the master the caller's own endpoint key
+ *   (`v1`) is derived from, and a usable GATEWAY_SIGNING_KEY (`v1a`); without either the request is a 400 naming it —
+ *   never a run that is accepted and then silently not notified.
  */
 import { z } from "@hono/zod-openapi";
 import { webhookKey } from "../channels/standard-webhooks";
 import type { GatewayConfig } from "../config/schema";
 import { GatewayError } from "../errors";
 import type { RunNotifySpec } from "../scheduler/run-notify";
+import { signingKeyProblem, type WebhookSecretsEnv } from "../scheduler/webhook-keys";
 import { checkUrl, MAX_URL_LENGTH, type UrlRefusal } from "../tools/net-policy";
 
 /** The request field (OpenAPI component `RunNotify`). */
@@ -40,24 +42,28 @@ const REASONS: Record<UrlRefusal, string> = {
   wildcard_dns: "must not use a wildcard-DNS name that maps to an address",
 };
 
+/** `url` checked with the outbound rules (https only); throws `invalid.request` naming `field`. */
+export function checkedWebhookUrl(url: string, field: string): URL {
+  const checked = checkUrl(url);
+  if (!checked.ok) throw new GatewayError("invalid.request", `${field}: ${REASONS[checked.reason]}`);
+  if (checked.url.protocol !== "https:") throw new GatewayError("invalid.request", `${field}: ${REASONS.scheme}`);
+  return checked.url;
+}
+
 /**
  * The completion webhook a request asks for, checked (see the module comment); throws `invalid.request` naming
  * `notify.url` or the missing secret. Delivery settings are the job notifications' (`scheduler.notify`).
  */
-export function runNotifySpec(
-  notify: { url: string },
-  env: { SCHEDULER_WEBHOOK_SECRET?: string | undefined },
-  config: GatewayConfig,
-): RunNotifySpec {
-  const checked = checkUrl(notify.url);
-  if (!checked.ok) throw new GatewayError("invalid.request", `notify.url: ${REASONS[checked.reason]}`);
-  if (checked.url.protocol !== "https:") throw new GatewayError("invalid.request", `notify.url: ${REASONS.scheme}`);
+export async function runNotifySpec(notify: { url: string }, env: WebhookSecretsEnv, config: GatewayConfig): Promise<RunNotifySpec> {
+  const url = checkedWebhookUrl(notify.url, "notify.url");
   if (!webhookKey(env.SCHEDULER_WEBHOOK_SECRET)) {
     throw new GatewayError(
       "invalid.request",
       "notify: completion webhooks need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway",
     );
   }
+  const problem = await signingKeyProblem(env);
+  if (problem) throw new GatewayError("invalid.request", `notify: completion webhooks cannot be signed: ${problem}`);
   const { maxAttempts, retryBaseMs, timeoutMs } = config.scheduler.notify;
-  return { channel: "run", target: checked.url.toString(), maxAttempts, retryBaseMs, timeoutMs };
+  return { channel: "run", target: url.toString(), maxAttempts, retryBaseMs, timeoutMs };
 }

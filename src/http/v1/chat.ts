@@ -78,7 +78,7 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     // requireScope("api") let only API callers in; the caller id is part of the key (issue 20 §1).
     if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
     requireAgent(principal, body.agent_id); // issue 25 §1: a key record names the agents it may use
-    const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
+    const notify = body.notify ? await runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     const key = httpChatSessionKey(body.agent_id, principal.callerId, body.room_id, body.user_id);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     const identity: SessionIdentity = { sessionKey: formatSessionKey(key.key), agentId: body.agent_id };

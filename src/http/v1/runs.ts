@@ -274,7 +274,7 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const callerId = callerOf(c) as string;
     requireAgent(c.get("principal"), body.agent_id); // issue 25 §1: a key record names the agents it may use
     if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
-    const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
+    const notify = body.notify ? await runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
     // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).
     const idempotency = c.get("idempotency");
