@@ -1,9 +1,9 @@
 /**
  * The `notify` field of `POST /v1/runs` and `POST /v1/chat/messages` (issue 24 §5, D-073): where the run's completion
  * webhook goes (src/scheduler/run-notify.ts delivers it). Checked before any run is queued, failing closed:
- * - the URL must be `https` and pass the outbound rules `http.get` and job webhooks use (`checkUrl`: no credentials,
- *   default ports only, no private, loopback, link-local or internal address or name, at most 2,048 characters);
- *   anything else is a 400 naming `notify.url`;
+ * - the URL must be `https` and pass the outbound rules `http.get` and job webhooks use (`checkPublicHttpsUrl`: no
+ *   credentials, default ports only, no private, loopback, link-local or internal address or name, no special-use
+ *   name, at most 2,048 characters; issue 33, D-088); anything else is a 400 naming `notify.url`;
  * - the gateway must hold the signing secret, SCHEDULER_WEBHOOK_SECRET (the one job webhooks are signed with, so a
  *   receiver verifies every webhook of this gateway with one key); without it the request is a 400 naming it.
  */
@@ -12,7 +12,7 @@ import { webhookKey } from "../channels/standard-webhooks";
 import type { GatewayConfig } from "../config/schema";
 import { GatewayError } from "../errors";
 import type { RunNotifySpec } from "../scheduler/run-notify";
-import { checkUrl, MAX_URL_LENGTH, type UrlRefusal } from "../tools/net-policy";
+import { checkPublicHttpsUrl, MAX_URL_LENGTH } from "../tools/net-policy";
 
 /** The request field (OpenAPI component `RunNotify`). */
 export const RunNotifyRequest = z
@@ -28,18 +28,6 @@ export const RunNotifyRequest = z
       "(as GET /v1/runs/{run_id} answers it) here, signed with Standard Webhooks (docs/api.md, Completion webhooks)",
   });
 
-/** Why a URL is refused, as the 400 says it. */
-const REASONS: Record<UrlRefusal, string> = {
-  invalid_url: "is not a valid URL",
-  too_long: `must be at most ${MAX_URL_LENGTH} characters`,
-  scheme: "must be an https URL",
-  userinfo: "must not carry credentials (user:password@)",
-  port: "must use the default https port",
-  private_address: "must not point at a private, loopback or link-local address",
-  internal_hostname: "must not point at an internal host name",
-  wildcard_dns: "must not use a wildcard-DNS name that maps to an address",
-};
-
 /**
  * The completion webhook a request asks for, checked (see the module comment); throws `invalid.request` naming
  * `notify.url` or the missing secret. Delivery settings are the job notifications' (`scheduler.notify`).
@@ -49,9 +37,8 @@ export function runNotifySpec(
   env: { SCHEDULER_WEBHOOK_SECRET?: string | undefined },
   config: GatewayConfig,
 ): RunNotifySpec {
-  const checked = checkUrl(notify.url);
-  if (!checked.ok) throw new GatewayError("invalid.request", `notify.url: ${REASONS[checked.reason]}`);
-  if (checked.url.protocol !== "https:") throw new GatewayError("invalid.request", `notify.url: ${REASONS.scheme}`);
+  const checked = checkPublicHttpsUrl(notify.url);
+  if (!checked.ok) throw new GatewayError("invalid.request", `notify.url: ${checked.problem}`);
   if (!webhookKey(env.SCHEDULER_WEBHOOK_SECRET)) {
     throw new GatewayError(
       "invalid.request",
