@@ -71,7 +71,8 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["test/**/*.test.ts"],
             exclude: ["test/build/**", "test/browser/**"],
-            setupFiles: ["./test/support/apply-migrations.ts"],
+            // apply-migrations: D1 before each file; test-hosts: the mock network's `.test` names pass the URL check (D-088).
+            setupFiles: ["./test/support/apply-migrations.ts", "./test/support/test-hosts.ts"],
           },
         },
         {
