@@ -1,18 +1,18 @@
 /**
  * What an API key record (issue 25 §1, D-077) adds to an api request once its key is accepted
  * (src/http/middleware/auth.ts):
- *  - requests per minute: Cloudflare's Rate Limiting binding `API_KEY_RATE_LIMITER`, where bound, sheds a flood at
- *    its fixed ceiling (one limit per binding, counted per location, eventually consistent) before anything else; the
- *    key's own `limits.requestsPerMinute` is then exact, one atomic D1 upsert per request (src/keys/store.ts):
- *    429 `rate.limited` with `Retry-After` (the seconds left in the minute);
+ *  - requests per minute: the `API_KEY_RATE_LIMITER` ceiling, then the key's exact `limits.requestsPerMinute`
+ *    (src/keys/limits.ts, shared with the key's WebSocket frames): 429 `rate.limited` with `Retry-After` (the seconds
+ *    left in the minute);
  *  - the agents it may use: `requireAgent` answers 403 `auth.forbidden` for any other (`agentsOf` filters lists);
  *  - `last_used_at`: stamped at most once a minute per key, after the response (`waitUntil`).
  * Keys from GATEWAY_API_TOKENS carry no record: every agent, no per-key limit.
  */
 import type { Context } from "hono";
 import { GatewayError } from "../../errors";
+import { keyRequestRefusal } from "../../keys/limits";
 import type { KeyGrant } from "../../keys/lookup";
-import { admitKeyRequest as countRequest, touchKey } from "../../keys/store";
+import { touchKey } from "../../keys/store";
 import type { KeyBudget } from "../../runs/token-budget";
 import type { AuthEnv, Principal } from "./auth";
 
@@ -24,20 +24,9 @@ const touched = new Map<string, number>();
 /** Admits one request of `grant`'s key under its rate limits (429 otherwise) and stamps its use. */
 export async function admitKeyRequest(c: Context<{ Bindings: AuthEnv }>, grant: KeyGrant): Promise<void> {
   const env = c.env ?? {};
-  const now = Date.now();
-  const retryAfterSeconds = 60 - Math.floor((now % 60_000) / 1000);
-  if (env.API_KEY_RATE_LIMITER && !(await env.API_KEY_RATE_LIMITER.limit({ key: grant.keyId })).success)
-    throw new GatewayError("rate.limited", `key ${grant.keyId} is over the gateway's request ceiling; retry in ${retryAfterSeconds} s`, {
-      retryAfterSeconds,
-    });
-  const limit = grant.limits.requestsPerMinute;
-  if (limit !== undefined && env.DB && !(await countRequest(env.DB, grant.keyId, limit, now)))
-    throw new GatewayError(
-      "rate.limited",
-      `key ${grant.keyId} is limited to ${limit} requests per minute; retry in ${retryAfterSeconds} s`,
-      { retryAfterSeconds },
-    );
-  if (env.DB) stampLastUsed(c, env.DB, grant.keyId, now);
+  const refusal = await keyRequestRefusal(env, grant.keyId, grant.limits);
+  if (refusal) throw refusal;
+  if (env.DB) stampLastUsed(c, env.DB, grant.keyId, Date.now());
 }
 
 /** `last_used_at`, at most once a minute per key per isolate (and across isolates: the statement checks too), off the response path. */
