@@ -92,9 +92,13 @@ export async function scriptProvider(host: string, steps: import("./outbound").S
   await fetch(`https://mock.control/script?host=${encodeURIComponent(host)}`, { method: "POST", body: JSON.stringify(steps) });
 }
 
-/** Opens a gated `script-…` host's gate (issue 33, `gate` in its step): its stream sends its content from here on. */
-export async function openGate(host: string): Promise<void> {
-  await fetch(`https://mock.control/open?host=${encodeURIComponent(host)}`, { method: "POST" });
+/**
+ * Opens a gated `script-…` host's gate (issue 33, `gate` in its step): its stream sends its content from here on;
+ * with `"hold"`, the second gate of a step with `hold_at` (D-086): the rest of its content goes on.
+ */
+export async function openGate(host: string, gate?: "hold"): Promise<void> {
+  const which = gate ? `&gate=${gate}` : "";
+  await fetch(`https://mock.control/open?host=${encodeURIComponent(host)}${which}`, { method: "POST" });
 }
 
 /** The request bodies a `script-…` host received. */

@@ -62,6 +62,12 @@ export interface ScriptStep {
   gate?: boolean;
   /** Streamed, issue 33: after the content the stream stays open — no finish, no [DONE] — until the caller hangs up (a cancel). */
   stall?: boolean;
+  /**
+   * Streamed, issue 33 (D-086): the stream also stops before content piece `hold_at` (0-based) until the test opens
+   * the host's second gate (`POST https://mock.control/open?host=<host>&gate=hold`), so a test can act while an
+   * answer is half streamed, whatever the machine's speed.
+   */
+  hold_at?: number;
 }
 const scripts = new Map<string, ScriptStep[]>();
 const bodies = new Map<string, unknown[]>();
@@ -134,8 +140,10 @@ function streamedCompletion(
     u === null ? "" : `data: ${withUsage({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [] }, u)}\n\n`;
   const parts = [chunk({ role: "assistant" })];
   const pieces = step.chunks ?? (content ?? "").match(/.{1,3}/gs) ?? [];
+  let holdPart = -1; // the part that is content piece `hold_at` (a usage chunk may sit before it)
   for (const [i, piece] of pieces.entries()) {
     if (i === step.usage_after_chunks) parts.push(usageChunk);
+    if (i === step.hold_at) holdPart = parts.length;
     parts.push(chunk({ content: piece }));
   }
   let out = "";
@@ -143,10 +151,11 @@ function streamedCompletion(
   out += chunk({}, finish);
   if (step.usage_after_chunks === undefined || step.usage_after_chunks >= pieces.length) out += usageChunk;
   if (!step.stall) parts.push(`${out}data: [DONE]\n\n`);
-  if (!step.chunk_delay_ms && !step.gate && !step.stall)
+  if (!step.chunk_delay_ms && !step.gate && !step.stall && step.hold_at === undefined)
     return new Response(parts.join(""), { headers: { "content-type": "text/event-stream" } });
   const encoder = new TextEncoder();
   const gate = step.gate ? gateOf(host) : null;
+  const hold = step.hold_at !== undefined ? gateOf(`${host}#hold`) : null;
   let hungUp = () => {};
   const hangUp = new Promise<void>((r) => {
     hungUp = r;
@@ -155,6 +164,7 @@ function streamedCompletion(
   const paced = new ReadableStream<Uint8Array>({
     async pull(controller) {
       if (sent === 1 && gate) await gate.opened;
+      if (hold && sent === holdPart) await hold.opened;
       const next = parts.shift();
       // Stalled: nothing more until the caller hangs up.
       if (next === undefined) return step.stall ? hangUp : controller.close();
@@ -429,7 +439,7 @@ export async function outboundService(request: Request): Promise<Response> {
     }
     if (url.pathname === "/bodies" && host) return json(bodies.get(host) ?? []);
     if (url.pathname === "/open" && host) {
-      gateOf(host).open();
+      gateOf(url.searchParams.get("gate") === "hold" ? `${host}#hold` : host).open();
       return json({ ok: true });
     }
     if (url.pathname === "/hooks" && host) return json(hooks.filter((h) => h.host === host));
