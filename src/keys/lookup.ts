@@ -85,21 +85,22 @@ export async function lookupKey(
   return { ok: true, grant: { ...grant, secretTag: found.secret_hash.slice(0, 16) } };
 }
 
+/** Whether a key still stands as it was accepted, with the limits of its record in force now. */
+export type KeyStanding = { ok: true; limits: KeyLimits } | { ok: false; reason: "gone" | "agent" };
+
 /**
  * Whether the key of `grant` still stands as it did when accepted (`gone`: revoked, rotated or expired) and still
- * lists `agentId` (`agent`: a PATCH took it away), from the same cache: a WebSocket opened with a key checks it
- * before each turn it takes.
+ * lists `agentId` (`agent`: a PATCH took it away), and its limits now, from the same cache: an open WebSocket or event
+ * stream of the key asks before each turn or piece it delivers (D-077, D-086) — no D1 read while the keys generation
+ * is unchanged.
  */
-export async function keyStanding(
-  db: D1Database,
-  grant: Pick<KeyGrant, "keyId" | "secretTag">,
-  agentId: string,
-): Promise<"ok" | "gone" | "agent"> {
+export async function keyStanding(db: D1Database, grant: Pick<KeyGrant, "keyId" | "secretTag">, agentId: string): Promise<KeyStanding> {
   const now = Date.now();
   const { found } = await record(db, grant.keyId, now);
-  if (!found || found.revoked_at !== null || found.secret_hash.slice(0, 16) !== grant.secretTag) return "gone";
-  if (found.expires_at !== null && Date.parse(found.expires_at) <= now) return "gone";
-  return found.agents === null || found.agents.includes(agentId) ? "ok" : "agent";
+  if (!found || found.revoked_at !== null || found.secret_hash.slice(0, 16) !== grant.secretTag) return { ok: false, reason: "gone" };
+  if (found.expires_at !== null && Date.parse(found.expires_at) <= now) return { ok: false, reason: "gone" };
+  if (found.agents !== null && !found.agents.includes(agentId)) return { ok: false, reason: "agent" };
+  return { ok: true, limits: found.limits };
 }
 
 /** Drops this isolate's copy of one key (the isolate that rotated or revoked it sees the change at once). */

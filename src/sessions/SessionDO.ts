@@ -78,6 +78,7 @@ export class SessionDO extends DurableObject<Env> {
     this.#cx = cx;
     this.#engine = new RunEngine(createRunHost(cx, this.#waiters));
     const drain = runDrain(cx, this.#engine);
+    this.#sockets = new SessionSockets(cx, this, (runId) => this.#waiters.wake(runId));
     // The order each alarm runs them in (the order the alarm always ran this work): add new background work here.
     this.#alarms = new AlarmRunner(ctx.storage, [
       approvalExpiry(cx, this.#engine),
@@ -87,11 +88,11 @@ export class SessionDO extends DurableObject<Env> {
       jobNotifications(cx),
       firingReports(cx),
       channelReplies(cx),
+      this.#sockets.upkeep(),
     ]);
     const flushLogs = () => isolateLogSinks(this.env.AUDIT).flushSoon();
     windowOf(ctx.storage).afterTimerPass = () => this.#alarms.settle(this.#engine.busy).then(flushLogs);
     this.#callbacks = new ToolCallbacks(cx, () => this.#alarms.reschedule());
-    this.#sockets = new SessionSockets(cx, this, (runId) => this.#waiters.wake(runId));
     this.#waiters.listen((runId) => this.#sockets.onRunEvent(runId));
     // Apply the schema before any RPC runs; blockConcurrencyWhile holds every other event until done.
     ctx.blockConcurrencyWhile(async () => {

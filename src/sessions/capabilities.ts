@@ -2,9 +2,9 @@
  * Background work of a session as *capabilities*, and the runner that drives them from the object's one alarm.
  *
  * A capability is an object that knows when it next has work (`nextAlarmAt`) and does it (`onAlarm`): the audit
- * outbox, run bundles, job notifications, channel replies, approval expiry, the idempotency purge, firing reports
- * and the run drain are each one (they live beside their domain: session-audit.ts, run-capabilities.ts,
- * deliveries.ts, tool-callbacks.ts). The runner is the whole of the alarm: it holds a watchdog alarm while it
+ * outbox, run bundles, job notifications, channel replies, approval expiry, the idempotency purge, firing reports,
+ * the run drain and the open sockets' upkeep are each one (they live beside their domain: session-audit.ts,
+ * run-capabilities.ts, deliveries.ts, tool-callbacks.ts, websocket.ts). The runner is the whole of the alarm: it holds a watchdog alarm while it
  * works, runs every capability in the order given, then sets the alarm to the earliest `nextAlarmAt` (or clears
  * it). A new subsystem adds a capability to the list; it never edits `alarm()`.
  *
@@ -54,6 +54,15 @@ export async function alarmNow(storage: DurableObjectStorage): Promise<void> {
   const now = Date.now();
   const at = await storage.getAlarm();
   if (at === null || at > now) await storage.setAlarm(now);
+}
+
+/**
+ * Makes the alarm fire by `at` at the latest: brought forward if it is set later (or not at all), never put back —
+ * work due then (a socket's lease renewal) is found by the pass, whatever else set the alarm.
+ */
+export async function alarmBy(storage: DurableObjectStorage, at: number): Promise<void> {
+  const current = await storage.getAlarm();
+  if (current === null || current > at) await storage.setAlarm(at);
 }
 
 /** How much earlier than the time asked for an alarm already set may fire and be kept (no write). */

@@ -17,19 +17,27 @@
  * terminal event comes the run itself (`run` frame, the shape of `GET /v1/runs/{run_id}`, with the reply).
  * A message sent with `"stream": true` also gets the answer's text in `delta` frames as the output guard releases
  * it (src/sessions/socket-deltas.ts).
+ *
+ * Issue 33 (D-086): a socket opened with an API key record is the key's, frame by frame — each message frame counts
+ * against the key's requests per minute and is held to its daily tokens, as in force now (src/keys/limits.ts); the key
+ * is checked before each frame and each push (src/keys/standing.ts, the isolate's cached record), and a key that no
+ * longer stands closes the socket. The socket's open-stream slot is kept by the object's alarm (`upkeep`), however
+ * long the socket idles, and given back when it closes.
  */
 import { bundledConfig } from "../config/load";
 import type { GatewayConfig } from "../config/schema";
 import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
-import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
-import { keyStanding } from "../keys/lookup";
+import { type AcquireResult, STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
+import { keyRequestRefusal } from "../keys/limits";
+import { checkKey } from "../keys/standing";
+import type { KeyLimits } from "../keys/store";
 import type { Admission } from "../runs/backlog";
 import { requestCallerKey } from "../runs/caller";
 import { eventForApiCaller, TERMINAL } from "../runs/events";
 import { getRun, isTerminal, listEvents, type RunRow } from "../runs/store";
 import { runViewEnded, type SubmitContext, submitTurn } from "../runs/submit";
-import type { KeyBudget } from "../runs/token-budget";
+import { type AlarmCapability, alarmBy } from "./capabilities";
 import type { SessionContext } from "./context";
 import { formatSessionKey, parseSessionKey, SESSION_ID, type SessionKey } from "./keys";
 import { runRecordOf } from "./run-queries";
@@ -55,8 +63,14 @@ export interface SocketGrant {
   /** The caller's open-stream slot (src/http/middleware/open-streams.ts) and the object that counts it. */
   leaseId: string;
   leaseObject: string;
-  /** Issue 25 §1: the API key record the socket was opened with (its id, secret fingerprint and daily budget). */
-  key?: { keyId: string; secretTag: string; keyBudget?: KeyBudget };
+  /** Issue 25 §1: the API key record the socket was opened with (its id and secret fingerprint; its limits are read per frame). */
+  key?: SocketKey;
+}
+
+/** A socket's key record: enough to ask whether it still stands (src/keys/standing.ts). */
+interface SocketKey {
+  keyId: string;
+  secretTag: string;
 }
 
 /** A run the socket follows: its id, the client message id that queued it, the last seq sent, its text stream if asked. */
@@ -67,7 +81,8 @@ interface Followed {
   stream?: SocketStream;
 }
 
-type Attachment = SocketGrant & { follows: Followed[] };
+/** The grant, the runs followed, and when the socket's open-stream lease was last renewed (absent: due now). */
+type Attachment = SocketGrant & { follows: Followed[]; renewedAt?: number };
 
 /** The object's methods a socket turn uses: the same ones every other door reaches over RPC. */
 export type SocketTurnTarget = Pick<SessionDO, "enqueueMessage" | "newSession" | "resumeSession">;
@@ -78,8 +93,6 @@ export class SessionSockets {
   readonly #target: SocketTurnTarget;
   /** Runs with an event written in this tick, pushed once the write's transaction is over. */
   readonly #due = new Set<string>();
-  /** When each lease was last renewed by this instance (lost on hibernation: the next message renews). */
-  readonly #renewed = new Map<string, number>();
   /**
    * The backlog admissions of the runs this instance's sockets queued, given back when the run's final view goes out
    * (D-069, as the HTTP doors do). Memory only: a hibernation forgets them with the isolate's backlog copies.
@@ -95,15 +108,22 @@ export class SessionSockets {
   }
 
   /** Accepts a forwarded upgrade as a hibernatable socket carrying its grant; 400 for anything else. */
-  accept(request: Request): Response {
+  async accept(request: Request): Promise<Response> {
     const grant = parseGrant(request.headers.get(SOCKET_GRANT_HEADER));
     if (!grant || request.headers.get("Upgrade")?.toLowerCase() !== "websocket")
       return new Response("not a socket upgrade", { status: 400 });
     const [client, server] = Object.values(new WebSocketPair()) as [WebSocket, WebSocket];
     this.#cx.state.acceptWebSocket(server, [`caller:${grant.callerId}`]);
-    server.serializeAttachment({ ...grant, follows: [] } satisfies Attachment);
-    this.#renewed.set(grant.leaseId, Date.now()); // the Worker just took it
+    const now = Date.now(); // the Worker just took the lease
+    server.serializeAttachment({ ...grant, follows: [], renewedAt: now } satisfies Attachment);
+    // An idle socket sends nothing that would renew its slot: the alarm does, or the slot would lapse (D-086).
+    await alarmBy(this.#cx.storage, now + STREAM_LEASE_RENEW_MS);
     return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /** The sockets' share of the object's alarm (D-086): due at the earliest renewal of an open socket's slot. */
+  upkeep(): AlarmCapability {
+    return { name: "socket-upkeep", nextAlarmAt: () => this.#nextUpkeepAt(), onAlarm: (now) => this.#upkeep(now) };
   }
 
   /** One frame from a socket: a turn, answered with frames; a bad frame gets an error frame and the socket stays open. */
@@ -122,7 +142,6 @@ export class SessionSockets {
   async closed(ws: WebSocket): Promise<void> {
     const att = attachmentOf(ws);
     if (!att) return;
-    this.#renewed.delete(att.leaseId);
     try {
       await this.#cx.env.IDEMPOTENCY.getByName(att.leaseObject).releaseStream(att.leaseId);
     } catch {
@@ -136,8 +155,82 @@ export class SessionSockets {
     this.#due.add(runId);
     queueMicrotask(() => {
       this.#due.delete(runId);
-      for (const ws of this.#cx.state.getWebSockets()) this.#push(ws, runId);
+      for (const ws of this.#cx.state.getWebSockets()) void this.#deliver(ws, runId);
     });
+  }
+
+  /**
+   * Pushes `runId` to `ws` if it follows the run; on a key's socket only once the key is confirmed (D-086) — a key
+   * that no longer stands closes the socket instead, and one that cannot be checked now waits for the next push or
+   * the upkeep. Without a key nothing is awaited: the push is synchronous, as before.
+   */
+  async #deliver(ws: WebSocket, runId: string): Promise<void> {
+    const att = attachmentOf(ws);
+    if (!att?.follows.some((f) => f.run === runId)) return;
+    if (att.key && !(await this.#keyHolds(ws, att.key, att.agentId))) return;
+    this.#push(ws, runId);
+  }
+
+  /** Whether the socket's key still stands; when it never will again, the socket is closed with the reason. */
+  async #keyHolds(ws: WebSocket, key: SocketKey, agentId: string): Promise<boolean> {
+    const check = await checkKey(this.#cx.env.DB, key, agentId, "socket");
+    if (!check.ok && check.final) await this.#shut(ws, check.error);
+    return check.ok;
+  }
+
+  /**
+   * The key's limits in force for a frame, once the frame is counted as one of the key's requests (D-086: a socket's
+   * frames are its requests, the upgrade only the first); null when the key no longer stands (the socket is closed).
+   */
+  async #keyFrame(ws: WebSocket, key: SocketKey, agentId: string, id: string): Promise<KeyLimits | null> {
+    const check = await checkKey(this.#cx.env.DB, key, agentId, "socket");
+    if (!check.ok && check.final) {
+      await this.#shut(ws, check.error, id);
+      return null;
+    }
+    if (!check.ok) throw check.error;
+    const refusal = await keyRequestRefusal(this.#cx.env, key.keyId, check.limits);
+    if (refusal) throw refusal;
+    return check.limits;
+  }
+
+  /** Ends a socket that may not go on: the error frame, a policy-violation close, and its slot back at once. */
+  async #shut(ws: WebSocket, error: GatewayError, id?: string): Promise<void> {
+    send(ws, errorFrame(error, id));
+    try {
+      ws.close(1008, error.code);
+    } catch {
+      // already closing
+    }
+    await this.closed(ws);
+  }
+
+  /** When the upkeep is next due: the earliest renewal of an open socket's slot (null: no socket open). */
+  #nextUpkeepAt(): number | null {
+    const due = openSockets(this.#cx.state).map(({ att }) => (att.renewedAt ?? 0) + STREAM_LEASE_RENEW_MS);
+    return due.length > 0 ? Math.min(...due) : null;
+  }
+
+  /**
+   * For each open socket: its key checked (closed if it no longer stands), its slot renewed when due (closed if the
+   * caller is at its cap meanwhile; kept if the caller's object cannot be reached, as the lease still counts), and the
+   * runs it follows caught up (a push held back by a key that could not be checked).
+   */
+  async #upkeep(now: number): Promise<void> {
+    const open = openSockets(this.#cx.state);
+    if (open.length === 0) return;
+    const max = (await configForTurn(this.#cx.env)).limits.maxOpenStreamsPerCaller;
+    for (const { ws, att } of open) {
+      const holds = att.key ? await this.#keyHolds(ws, att.key, att.agentId) : true;
+      if (ws.readyState !== WebSocket.READY_STATE_OPEN) continue; // closed: its key no longer stands
+      // Renewed even while the key cannot be checked: the socket is open, so it counts.
+      const lost = await this.#renewLease(ws, att, max, now);
+      if (lost?.code === "rate.limited") {
+        await this.#shut(ws, lost);
+        continue;
+      }
+      if (holds) for (const f of att.follows) this.#push(ws, f.run);
+    }
   }
 
   async #turn(ws: WebSocket, frame: SocketMessageFrame): Promise<void> {
@@ -145,11 +238,10 @@ export class SessionSockets {
     if (!att) throw new GatewayError("internal.error", "this socket has no grant; reconnect");
     const config = await configForTurn(this.#cx.env);
     if (!Object.hasOwn(config.agents, att.agentId)) throw new GatewayError("resource.not_found", `unknown agent "${att.agentId}"`);
-    const standing = att.key ? await keyStanding(this.#cx.env.DB, att.key, att.agentId) : "ok";
-    if (standing === "gone")
-      throw new GatewayError("auth.unauthorized", "the API key this socket was opened with was revoked, rotated or has expired");
-    if (standing === "agent") throw new GatewayError("auth.forbidden", `key ${att.key?.keyId} may not use agent "${att.agentId}"`);
-    await this.#renewLease(att, config.limits.maxOpenStreamsPerCaller);
+    const limits = att.key ? await this.#keyFrame(ws, att.key, att.agentId, frame.id) : {};
+    if (limits === null) return; // the key no longer stands: the socket is closed
+    const lease = await this.#renewLease(ws, att, config.limits.maxOpenStreamsPerCaller, Date.now());
+    if (lease) throw lease;
     const key = ownKey(att);
     const identity = { sessionKey: att.sessionKey, agentId: att.agentId };
     const command = frame.text.trim();
@@ -166,7 +258,8 @@ export class SessionSockets {
       channel: "http",
       callerId: att.callerId,
       refuseWhenBacklogged: { callerKey: requestCallerKey(att.callerId, att.agentId) },
-      ...(att.key?.keyBudget ? { keyBudget: att.key.keyBudget } : {}),
+      // The key's daily tokens as in force now, not as at the upgrade (a budget set since holds too).
+      ...(att.key && limits.tokensPerDay !== undefined ? { keyBudget: { keyId: att.key.keyId, tokensPerDay: limits.tokensPerDay } } : {}),
       // Scoped to this conversation's object, like an Idempotency-Key's dispatch key, under a prefix of its own.
       dispatchKey: `ws:${frame.id}`,
     });
@@ -268,21 +361,25 @@ export class SessionSockets {
     send(ws, { type: "delta", id: followed.id, run_id: followed.run, offset: followed.stream.sent - text.length, text });
   }
 
-  /** Renews the socket's open-stream slot when due; a slot lost while the socket idled is taken again, or refused at the cap. */
-  async #renewLease(att: Attachment, max: number): Promise<void> {
-    const now = Date.now();
-    if (now - (this.#renewed.get(att.leaseId) ?? 0) < STREAM_LEASE_RENEW_MS) return;
-    let taken: { ok: boolean; open?: number };
+  /**
+   * Renews the socket's open-stream slot when due, or takes it again if it lapsed: null when the slot is held,
+   * `rate.limited` when the caller is at its cap meanwhile, a 503 when the caller's object cannot be reached.
+   */
+  async #renewLease(ws: WebSocket, att: Attachment, max: number, now: number): Promise<GatewayError | null> {
+    if (now - (att.renewedAt ?? 0) < STREAM_LEASE_RENEW_MS) return null;
+    let taken: AcquireResult;
     try {
       taken = await this.#cx.env.IDEMPOTENCY.getByName(att.leaseObject).acquireStream(att.leaseId, now, max, STREAM_LEASE_TTL_MS);
     } catch {
-      throw new GatewayError("internal.error", "could not check the open-stream limit; try again", { status: 503 });
+      return new GatewayError("internal.error", "could not check the open-stream limit; try again", { status: 503 });
     }
     if (!taken.ok)
-      throw new GatewayError("rate.limited", `this caller already has ${taken.open} event streams open (limit ${max}); close one first`, {
+      return new GatewayError("rate.limited", `this caller already has ${taken.open} event streams open (limit ${max}); close one first`, {
         retryAfterSeconds: 5,
       });
-    this.#renewed.set(att.leaseId, now);
+    const current = attachmentOf(ws); // read again: pushes may have moved it on while the lease was asked for
+    if (current) ws.serializeAttachment({ ...current, renewedAt: now } satisfies Attachment);
+    return null;
   }
 }
 
@@ -311,6 +408,14 @@ function parseGrant(header: string | null): SocketGrant | null {
   } catch {
     return null;
   }
+}
+
+/** The object's open sockets with their attachments (one closing or closed is not counted). */
+function openSockets(state: DurableObjectState): { ws: WebSocket; att: Attachment }[] {
+  return state.getWebSockets().flatMap((ws) => {
+    const att = attachmentOf(ws);
+    return att && ws.readyState === WebSocket.READY_STATE_OPEN ? [{ ws, att }] : [];
+  });
 }
 
 function attachmentOf(ws: WebSocket): Attachment | null {

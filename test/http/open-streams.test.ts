@@ -4,16 +4,24 @@
  * own Durable Object (leases). At the cap the next one is 429 `rate.limited` (OpenAI's error shape on the OpenAI
  * path); a stream that ends or whose client disconnects gives its slot back; a lease whose isolate died lapses.
  *
+ * Issue 33 (D-086): an open WebSocket holds its slot however long it idles — its session object's alarm renews the
+ * lease — and gives it back when it closes.
+ *
  * Each test uses callers of its own (added to GATEWAY_API_TOKENS for its requests), so streams other test files
  * open for alice or bob can never shift a count here.
  */
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeAll, describe, expect, it } from "vitest";
-import { STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
+import { httpChatSessionKey, sessionObjectName } from "../../src/sessions/keys";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { type App, appFor, readResponse, registerTestTools, until } from "../support/runs";
 
 beforeAll(() => registerTestTools());
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 interface Caller {
   id: string;
@@ -197,5 +205,53 @@ describe("ISSUE20-§4 open event streams per caller are capped (limits.maxOpenSt
     expect(await stub.acquireStream("l4", t0 + STREAM_LEASE_TTL_MS, 2, STREAM_LEASE_TTL_MS)).toEqual({ ok: false, open: 2 });
     await stub.releaseStream("l1");
     expect(await stub.acquireStream("l4", t0 + STREAM_LEASE_TTL_MS, 2, STREAM_LEASE_TTL_MS)).toEqual({ ok: true });
+  });
+
+  it("ISSUE33 slots: idle sockets keep their slots past the lease TTL — their session objects' alarms renew them — so at the cap (2) a third socket is refused; a closed socket frees its slot and its object keeps no alarm for it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t0 = Date.now();
+    const app = appWith(uniqueHost("script"), 2);
+    const {
+      list: [a],
+      env: e,
+    } = callers(1) as { list: [Caller]; env: Env };
+    const upgrade = (roomId: string) =>
+      app.request(
+        `https://gateway.test/v1/chat/socket?agent_id=main&room_id=${roomId}&user_id=u1`,
+        { headers: { Authorization: `Bearer ${a.token}`, Upgrade: "websocket" } },
+        e,
+      );
+    const open = async (roomId: string) => {
+      const res = await upgrade(roomId);
+      expect(res.status).toBe(101);
+      const ws = res.webSocket as WebSocket;
+      ws.accept();
+      const session = httpChatSessionKey("main", a.id, roomId, "u1");
+      if (!session.ok) throw new Error(session.error);
+      return { ws, stub: env.SESSIONS.getByName(sessionObjectName(session.key)) };
+    };
+    const one = await open(`r1-${a.id}`);
+    const two = await open(`r2-${a.id}`);
+    // Both idle through the lease's TTL: each object's alarm renews its socket's lease when due.
+    vi.setSystemTime(t0 + STREAM_LEASE_TTL_MS - STREAM_LEASE_RENEW_MS);
+    expect(await runDurableObjectAlarm(one.stub)).toBe(true);
+    expect(await runDurableObjectAlarm(two.stub)).toBe(true);
+    vi.setSystemTime(t0 + STREAM_LEASE_TTL_MS + STREAM_LEASE_RENEW_MS); // the leases taken at t0 would have lapsed
+    const third = await upgrade(`r3-${a.id}`);
+    expect(third.webSocket).toBeNull();
+    expect(await readResponse(third)).toMatchObject({ status: 429, body: { error: refusal(2, 2) } });
+    // A socket that closes gives its slot back at once; its object then has nothing to renew.
+    one.ws.close();
+    let res = await upgrade(`r3-${a.id}`);
+    while (res.status === 429) {
+      await new Promise((r) => setTimeout(r, 25));
+      res = await upgrade(`r3-${a.id}`);
+    }
+    expect(res.status).toBe(101);
+    res.webSocket?.accept();
+    expect(await runDurableObjectAlarm(one.stub)).toBe(true);
+    expect(await runDurableObjectAlarm(one.stub)).toBe(false);
+    res.webSocket?.close();
+    two.ws.close();
   });
 });

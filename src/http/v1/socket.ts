@@ -5,7 +5,8 @@
  * the socket is governed like that route's (src/sessions/websocket.ts submits it through src/runs/submit.ts).
  *
  * Everything is checked here, at the upgrade, before a socket exists: the api token (401/403 in the S3 envelope),
- * the agent, the ids, the caller's open-stream cap (a socket holds one slot, 429 past it). Browsers cannot set an
+ * the agent, the ids, the caller's open-stream cap (a socket holds one slot, 429 past it). An API key record's limits
+ * and standing are then the session object's to hold frame by frame (D-086). Browsers cannot set an
  * Authorization header on a WebSocket, so the token may come as a subprotocol instead, `bearer.<base64url(token)>`
  * beside `sophie.v1` (the way Kubernetes' API server takes one): never in the URL, which ends up in logs, caches
  * and history (the query is refused with a token in it, as everywhere). The answer selects `sophie.v1` only.
@@ -16,7 +17,7 @@ import { GatewayError } from "../../errors";
 import { AGENT_ID, httpChatSessionKey, KEY_PART, sessionObjectName } from "../../sessions/keys";
 import { SOCKET_PROTOCOL, SocketMessageFrame } from "../../sessions/socket-frames";
 import { SOCKET_GRANT_HEADER, type SocketGrant } from "../../sessions/websocket";
-import { keyTurnFields, requireAgent } from "../middleware/api-keys";
+import { requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { idempotencyObjectName } from "../middleware/idempotency-key";
 import { openStreamLease } from "../middleware/open-streams";
@@ -45,7 +46,9 @@ const socketRoute = createRoute({
     '`SocketMessageFrame` (`{type:"message", id, text}`; the id makes it idempotent), the server sends `SocketServerFrame`s: ' +
     "`accepted` (the run queued), `event` (each run event, as `GET /v1/runs/{run_id}/events` sends it), `response` (`/new`, " +
     "`/resume`) and `error` (the S3 error envelope with the frame's id; the socket stays open). The socket holds one of the " +
-    'caller\'s open event streams (`limits.maxOpenStreamsPerCaller`). docs/api.md "WebSocket conversations" has the whole contract.',
+    "caller's open event streams (`limits.maxOpenStreamsPerCaller`) for as long as it is open. With an API key record each " +
+    "message frame counts against the key's requests per minute and daily tokens, and the socket is closed (code 1008, after " +
+    'an `error` frame) once the key is revoked, rotated or expired. docs/api.md "WebSocket conversations" has the whole contract.',
   middleware: [bearerFromSubprotocol, requireScope("api")] as const,
   request: {
     query: SocketQuery,
@@ -100,8 +103,9 @@ export function socketRoutes(): OpenAPIHono<AppEnv> {
         sessionKey: sessionObjectName(key.key),
         leaseId: lease.id,
         leaseObject: idempotencyObjectName(principal.callerId),
-        // A key record's socket re-checks the key before each turn (revoked, rotated, expired: refused) and spends its budget.
-        ...(principal.key ? { key: { keyId: principal.key.keyId, secretTag: principal.key.secretTag, ...keyTurnFields(principal) } } : {}),
+        // A key record's socket is the key's frame by frame (D-086): the object checks it and counts each message frame
+        // against the key's limits as in force then, so only what names the key goes in the grant.
+        ...(principal.key ? { key: { keyId: principal.key.keyId, secretTag: principal.key.secretTag } } : {}),
       };
       const res = await c.env.SESSIONS.getByName(sessionObjectName(key.key)).fetch("https://session.internal/socket", {
         headers: { Upgrade: "websocket", [SOCKET_GRANT_HEADER]: JSON.stringify(grant) },

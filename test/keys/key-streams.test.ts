@@ -1,0 +1,287 @@
+/**
+ * Issue 33 "also found in the same round" (D-086): an API key record's limits and revocation hold on what stays
+ * open, not only on each HTTP request.
+ *  - Limits: every message frame of a key's WebSocket counts against the key's `requestsPerMinute` (the upgrade was
+ *    the only request counted) and is held to the key's `tokensPerDay` in force (one set after the upgrade too).
+ *  - Revocation: a revoked or expired key's open socket stops delivering at the next piece once the keys generation
+ *    has propagated, and closes with an error frame; an idle socket is closed by its session object's upkeep alarm.
+ * Nothing here waits on the wall clock: the model's stream is held at a gate the test opens (test/support/outbound.ts),
+ * propagation is forced the way the isolate's own probe would see it (`forgetAdminGenerations`), and the per-minute
+ * counts run on a pinned clock (`keyClock`).
+ */
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import type { GatewayConfig } from "../../src/config/schema";
+import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
+import { STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
+import { keyClock } from "../../src/keys/limits";
+import { revokeKey } from "../../src/keys/store";
+import { StreamGuard } from "../../src/prompts/stream-guard";
+import { httpChatSessionKey, sessionObjectName } from "../../src/sessions/keys";
+import { forgetAdminGenerations } from "../../src/storage/admin-generation";
+import { openGate, requestsTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
+import { ADMIN, type App, appFor, call, registerTestTools, runDetail, until } from "../support/runs";
+
+beforeAll(() => registerTestTools());
+
+const realClock = keyClock.now;
+afterEach(() => {
+  keyClock.now = realClock;
+  vi.useRealTimers();
+});
+
+const label = () => crypto.randomUUID().slice(0, 8);
+const room = () => `room-${label()}`;
+const words = (n: number) => Array.from({ length: n }, (_, i) => `river${String.fromCharCode(97 + (i % 26))}${i}`);
+/** `text` cut every `n` characters (cuts fall inside words). */
+const cut = (text: string, n: number) => text.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
+
+/** What the incremental output guard has released once these chunks of a benign answer are in. */
+function releasedBy(chunks: string[]): string {
+  const guard = new StreamGuard((raw) => raw);
+  let released = "";
+  for (const chunk of chunks) {
+    const step = guard.push(chunk);
+    if (step && "release" in step) released += step.release;
+  }
+  return released;
+}
+
+/**
+ * A 60-word answer streamed in 6-character chunks, held before its first chunk until the test calls `start` (the
+ * host's gate) and before chunk 60 until it calls `middle` (its second gate); `before` is what the output guard has
+ * released by then, when the reader watched from the first chunk on (the guard's pieces depend on where reading began).
+ */
+async function gatedAnswer(host: string) {
+  const answer = `${words(60).join(" ")}.`;
+  const chunks = cut(answer, 6);
+  await scriptProvider(host, [{ content: answer, chunks, gate: true, hold_at: 60 }]);
+  const before = releasedBy(chunks.slice(0, 60));
+  expect(before.length).toBeGreaterThan(0);
+  return { answer, before, start: () => openGate(host), middle: () => openGate(host, "hold") };
+}
+
+/** `config` in force for the Worker (the app) and for the session objects (posted to D1, caches dropped). */
+async function inForce(config: GatewayConfig): Promise<App> {
+  const posted = await postConfigVersion(env.DB, config, { actor: "test", now: new Date() });
+  if (!posted.ok) throw new Error(`config not posted: ${JSON.stringify(posted)}`);
+  forgetAdminGenerations();
+  forgetConfigInForce();
+  return appFor(config);
+}
+
+/** A key record of a caller of its own (no other test's streams share its cap), through the admin API. */
+async function createKey(app: App, body: Record<string, unknown> = {}) {
+  const callerId = `c-${label()}`;
+  const res = await call(app, "POST", "/api/admin/keys", { caller_id: callerId, label: `k-${label()}`, agents: "all", ...body }, ADMIN);
+  if (res.status !== 201) throw new Error(`POST /api/admin/keys answered ${res.status}: ${res.text}`);
+  return { key: res.body.key as string, keyId: res.body.key_id as string, callerId };
+}
+
+/** The key is revoked or rotated elsewhere; this isolate's keys-generation probe (every ADMIN_REFRESH_MS) is forced to run. */
+function propagate(): void {
+  forgetAdminGenerations();
+}
+
+/** An accepted client socket, the frames it received and how it closed. */
+interface Client {
+  ws: WebSocket;
+  frames: any[];
+  closed: Promise<CloseEvent>;
+  send(frame: unknown): void;
+}
+
+async function connect(app: App, roomId: string, key: string): Promise<Client> {
+  const res = await app.request(
+    `https://gateway.test/v1/chat/socket?agent_id=main&room_id=${roomId}&user_id=u1`,
+    { headers: { Authorization: `Bearer ${key}`, Upgrade: "websocket" } },
+    env,
+  );
+  if (res.status !== 101 || !res.webSocket) throw new Error(`upgrade answered ${res.status}: ${await res.text()}`);
+  const ws = res.webSocket;
+  ws.accept();
+  const frames: any[] = [];
+  ws.addEventListener("message", (e) => frames.push(JSON.parse(e.data as string)));
+  const closed = new Promise<CloseEvent>((r) => ws.addEventListener("close", r));
+  return { ws, frames, closed, send: (frame) => ws.send(JSON.stringify(frame)) };
+}
+
+const ended = (frames: any[], id: string) => frames.find((f) => f.type === "run" && f.id === id);
+const deltaText = (frames: any[]) =>
+  frames
+    .filter((f) => f.type === "delta")
+    .map((f) => f.text)
+    .join("");
+
+/** The caller's open-stream slots in use, as its Durable Object counts them now (a probe lease of cap 1 fits only at 0). */
+async function slotsFree(callerId: string): Promise<boolean> {
+  const stub = env.IDEMPOTENCY.getByName(`api:${callerId}`);
+  const probe = `probe-${label()}`;
+  const r = await stub.acquireStream(probe, Date.now(), 1, STREAM_LEASE_TTL_MS);
+  await stub.releaseStream(probe);
+  return r.ok;
+}
+
+describe("ISSUE33 limits: a key's socket frames are its requests", () => {
+  it("ISSUE33 limits: every socket frame that starts a turn counts against requestsPerMinute — at 3 a minute the upgrade and 2 turns pass, 18 of 20 frames get rate.limited error frames (retry in 45 s) and start no turn; the next minute admits again", async () => {
+    const host = uniqueHost("script");
+    await scriptProvider(host, [{ content: "one" }, { content: "two" }, { content: "three" }]);
+    const app = await inForce(runConfig(host));
+    const { key, keyId } = await createKey(app, { limits: { requestsPerMinute: 3 } });
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    keyClock.now = () => minute + 15_000; // 15 s into the minute: 45 s left
+    const client = await connect(app, room(), key); // the upgrade is request 1 of 3
+    for (let i = 0; i < 20; i++) client.send({ type: "message", id: `m-${i}`, text: `turn ${i}` });
+    const answered = () => client.frames.filter((f) => f.type === "accepted" || f.type === "error");
+    await until(async () => answered().length === 20);
+    const accepted = client.frames.filter((f) => f.type === "accepted");
+    const refused = client.frames.filter((f) => f.type === "error");
+    expect(accepted).toHaveLength(2);
+    expect(refused).toHaveLength(18);
+    expect(new Set(answered().map((f) => f.id)).size).toBe(20);
+    for (const f of refused)
+      expect(f).toEqual({
+        type: "error",
+        id: f.id,
+        error: {
+          code: "rate.limited",
+          message: `key ${keyId} is limited to 3 requests per minute; retry in 45 s`,
+          retry_after_seconds: 45,
+        },
+      });
+    await until(async () => accepted.every((a) => ended(client.frames, a.id)));
+    expect(await requestsTo(host)).toHaveLength(2);
+    // A frame refused started no turn: no run, no event carries its id.
+    for (const f of refused) expect(client.frames.filter((x) => x.id === f.id)).toEqual([f]);
+    // The next clock minute counts afresh.
+    keyClock.now = () => minute + 75_000;
+    client.send({ type: "message", id: "m-20", text: "next minute" });
+    await until(async () => ended(client.frames, "m-20") !== undefined);
+    expect(ended(client.frames, "m-20").run).toMatchObject({ status: "completed", output: "three" });
+    expect(await requestsTo(host)).toHaveLength(3);
+    client.ws.close();
+  }, 30_000);
+
+  it("ISSUE33 limits: a socket frame is held to the key's tokensPerDay in force, a budget set after the upgrade included: once spent, an over_budget error frame with its retry hint and no turn", async () => {
+    const host = uniqueHost("script");
+    // The turn reserves its worst case (~5.6k) and spends 6000: the budget of 6000 is then spent.
+    const spent = { prompt_tokens: 5000, completion_tokens: 1000, total_tokens: 6000 };
+    await scriptProvider(host, [{ content: "spent", usage: spent }, { content: "never" }]);
+    const app = await inForce(runConfig(host));
+    const { key, keyId } = await createKey(app);
+    const client = await connect(app, room(), key);
+    // The budget comes after the upgrade (PATCH bumps the keys generation; in force on this isolate at once).
+    expect((await call(app, "PATCH", `/api/admin/keys/${keyId}`, { limits: { tokensPerDay: 6_000 } }, ADMIN)).status).toBe(200);
+    client.send({ type: "message", id: "m-1", text: "spend it" });
+    await until(async () => ended(client.frames, "m-1") !== undefined);
+    expect(ended(client.frames, "m-1").run).toMatchObject({ status: "completed", output: "spent" });
+    const day = new Date().toISOString().slice(0, 10);
+    const used = await env.DB.prepare("SELECT tokens FROM api_key_token_usage WHERE key_id = ?1 AND day = ?2")
+      .bind(keyId, day)
+      .first<{ tokens: number }>();
+    expect(used?.tokens).toBe(6_000);
+    client.send({ type: "message", id: "m-2", text: "more" });
+    await until(async () => client.frames.some((f) => f.id === "m-2"));
+    const [refusal] = client.frames.filter((f) => f.id === "m-2");
+    const retry = refusal.error.retry_after_seconds as number;
+    expect(retry).toBeGreaterThan(0);
+    expect(retry).toBeLessThanOrEqual(86_400);
+    expect(client.frames.filter((f) => f.id === "m-2")).toEqual([
+      {
+        type: "error",
+        id: "m-2",
+        error: {
+          code: "over_budget",
+          message: `key ${keyId} has used 6000 of its 6000 tokens for ${day} (UTC)`,
+          retry_after_seconds: retry,
+        },
+      },
+    ]);
+    expect(await requestsTo(host)).toHaveLength(1);
+    client.ws.close();
+  }, 30_000);
+});
+
+describe("ISSUE33 revocation: a key's open streams stop and close within the propagation bound", () => {
+  const streaming = (host: string) => inForce(runConfig(host, { model: { supportsStreaming: true } }));
+
+  it("ISSUE33 revocation: a revoked key's socket is sent no further delta or event of the run under way — one auth.unauthorized error frame, then the socket is closed (1008) and its slot is free; the run itself completes", async () => {
+    const host = uniqueHost("script");
+    const { answer, before, start, middle } = await gatedAnswer(host);
+    const app = await streaming(host);
+    const { key, keyId, callerId } = await createKey(app);
+    const client = await connect(app, room(), key);
+    client.send({ type: "message", id: "s-1", text: "rivers", stream: true });
+    // The socket watches the run's release from its `accepted` frame on: the model may start streaming.
+    await until(async () => client.frames.some((f) => f.type === "accepted"));
+    await start();
+    await until(async () => deltaText(client.frames) === before);
+    const runId = client.frames.find((f) => f.type === "accepted").run_id as string;
+    const seen = client.frames.length;
+    await revokeKey(env.DB, keyId, new Date());
+    propagate();
+    await middle();
+    const closed = await client.closed;
+    expect(closed.code).toBe(1008);
+    expect(client.frames.slice(seen)).toEqual([
+      {
+        type: "error",
+        error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
+      },
+    ]);
+    expect(deltaText(client.frames)).toBe(before);
+    await until(async () => (await runDetail(app, runId)).run.status === "completed");
+    expect((await runDetail(app, runId)).run.output).toBe(answer);
+    await until(() => slotsFree(callerId));
+  }, 30_000);
+
+  it("ISSUE33 revocation: an idle socket of an expired key is closed by its session object's upkeep alarm (auth.unauthorized error frame, 1008)", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t0 = Date.now();
+    const app = await inForce(runConfig(uniqueHost("script")));
+    const { key, callerId } = await createKey(app, { expires_at: new Date(t0 + 60_000).toISOString() });
+    const roomId = room();
+    const client = await connect(app, roomId, key);
+    const session = httpChatSessionKey("main", callerId, roomId, "u1");
+    if (!session.ok) throw new Error(session.error);
+    const stub = env.SESSIONS.getByName(sessionObjectName(session.key));
+    vi.setSystemTime(t0 + 60_000);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect((await client.closed).code).toBe(1008);
+    expect(client.frames).toEqual([
+      {
+        type: "error",
+        error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
+      },
+    ]);
+  });
+
+  it("ISSUE33 revocation: the check before each piece reads no key record while the keys generation is unchanged (a streamed answer's deltas over a key's socket: 0 reads of api_keys)", async () => {
+    const host = uniqueHost("script");
+    const answer = `${words(60).join(" ")}.`;
+    await scriptProvider(host, [{ content: answer, chunks: cut(answer, 6), chunk_delay_ms: 8 }]);
+    const app = await streaming(host);
+    const { key } = await createKey(app);
+    const client = await connect(app, room(), key); // this isolate now holds the key's record under the current generation
+    const reads: string[] = [];
+    let statement = Object.getPrototypeOf(env.DB.prepare("SELECT 1")) as { first: (...a: unknown[]) => unknown };
+    while (!Object.hasOwn(statement, "first")) statement = Object.getPrototypeOf(statement);
+    const first = statement.first;
+    statement.first = function (this: { statement?: string; query?: string }, ...a: unknown[]) {
+      const text = String(this.statement ?? this.query ?? "");
+      if (/FROM api_keys WHERE key_id/.test(text)) reads.push(text);
+      return first.apply(this, a);
+    };
+    try {
+      client.send({ type: "message", id: "s-1", text: "rivers", stream: true });
+      await until(async () => ended(client.frames, "s-1") !== undefined);
+    } finally {
+      statement.first = first;
+    }
+    expect(client.frames.filter((f) => f.type === "delta").length).toBeGreaterThanOrEqual(3);
+    expect(deltaText(client.frames)).toBe(answer);
+    expect(reads).toEqual([]);
+    client.ws.close();
+  }, 30_000);
+});
