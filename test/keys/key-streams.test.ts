@@ -3,8 +3,9 @@
  * open, not only on each HTTP request.
  *  - Limits: every message frame of a key's WebSocket counts against the key's `requestsPerMinute` (the upgrade was
  *    the only request counted) and is held to the key's `tokensPerDay` in force (one set after the upgrade too).
- *  - Revocation: a revoked or expired key's open socket stops delivering at the next piece once the keys generation
- *    has propagated, and closes with an error frame; an idle socket is closed by its session object's upkeep alarm.
+ *  - Revocation: a revoked, rotated or expired key's open socket, `GET /v1/runs/{id}/events` and streamed
+ *    `/v1/chat/completions` stop delivering at the next piece once the keys generation has propagated, and close
+ *    with an error in their own shape; an idle socket is closed by its session object's upkeep alarm.
  * Nothing here waits on the wall clock: the model's stream is held at a gate the test opens (test/support/outbound.ts),
  * propagation is forced the way the isolate's own probe would see it (`forgetAdminGenerations`), and the per-minute
  * counts run on a pinned clock (`keyClock`).
@@ -15,8 +16,9 @@ import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { GatewayConfig } from "../../src/config/schema";
 import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
 import { STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
+import { mintSecret } from "../../src/keys/format";
 import { keyClock } from "../../src/keys/limits";
-import { revokeKey } from "../../src/keys/store";
+import { revokeKey, rotateKey } from "../../src/keys/store";
 import { StreamGuard } from "../../src/prompts/stream-guard";
 import { httpChatSessionKey, sessionObjectName } from "../../src/sessions/keys";
 import { forgetAdminGenerations } from "../../src/storage/admin-generation";
@@ -113,6 +115,28 @@ const deltaText = (frames: any[]) =>
     .filter((f) => f.type === "delta")
     .map((f) => f.text)
     .join("");
+
+/** An SSE response read as it arrives: each message's event name and data. */
+function readSse(res: Response): { messages: { event: string; data: string }[]; done: Promise<void> } {
+  const messages: { event: string; data: string }[] = [];
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  const done = (async () => {
+    let buffer = "";
+    for (;;) {
+      const { done: end, value } = await reader.read();
+      if (end) return;
+      buffer += decoder.decode(value, { stream: true });
+      for (let at = buffer.indexOf("\n\n"); at >= 0; at = buffer.indexOf("\n\n")) {
+        const block = buffer.slice(0, at);
+        buffer = buffer.slice(at + 2);
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (data !== undefined) messages.push({ event: /^event: (.*)$/m.exec(block)?.[1] ?? "message", data });
+      }
+    }
+  })();
+  return { messages, done };
+}
 
 /** The caller's open-stream slots in use, as its Durable Object counts them now (a probe lease of cap 1 fits only at 0). */
 async function slotsFree(callerId: string): Promise<boolean> {
@@ -233,6 +257,78 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     expect(deltaText(client.frames)).toBe(before);
     await until(async () => (await runDetail(app, runId)).run.status === "completed");
     expect((await runDetail(app, runId)).run.output).toBe(answer);
+    await until(() => slotsFree(callerId));
+  }, 30_000);
+
+  it("ISSUE33 revocation: GET /v1/runs/{id}/events?deltas=true of a rotated key is sent no delta or event once the rotation has propagated — one error event in the S3 envelope, and the stream ends; the run itself completes", async () => {
+    const host = uniqueHost("script");
+    const { answer, start, middle } = await gatedAnswer(host);
+    const app = await streaming(host);
+    const { key, keyId, callerId } = await createKey(app);
+    const queued = await call(app, "POST", "/v1/runs", { agent_id: "main", message: "rivers" }, key);
+    expect(queued.status).toBe(202);
+    const runId = queued.body.id as string;
+    const res = await app.request(
+      `https://gateway.test/v1/runs/${runId}/events?deltas=true`,
+      { headers: { Authorization: `Bearer ${key}` } },
+      env,
+    );
+    expect(res.status).toBe(200);
+    const sse = readSse(res);
+    // The model has written nothing yet (held at its first chunk): whatever it writes now comes after the rotation.
+    await rotateKey(env.DB, keyId, (await mintSecret(keyId)).stored, new Date());
+    propagate();
+    await start();
+    await middle();
+    await sse.done;
+    expect(sse.messages).toEqual([
+      {
+        event: "error",
+        data: JSON.stringify({
+          error: { code: "auth.unauthorized", message: "the API key this stream was opened with was revoked, rotated or has expired" },
+        }),
+      },
+    ]);
+    await until(async () => (await runDetail(app, runId)).run.status === "completed");
+    expect((await runDetail(app, runId)).run.output).toBe(answer);
+    await until(() => slotsFree(callerId));
+  }, 30_000);
+
+  it("ISSUE33 revocation: a streamed /v1/chat/completions of a revoked key is sent no chunk once the revocation has propagated — OpenAI's error object, and no [DONE]", async () => {
+    const host = uniqueHost("script");
+    const { start, middle } = await gatedAnswer(host);
+    const app = await streaming(host);
+    const { key, keyId, callerId } = await createKey(app);
+    const res = await app.request(
+      "https://gateway.test/v1/chat/completions",
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "agent:main", messages: [{ role: "user", content: "rivers" }], stream: true }),
+      },
+      env,
+    );
+    expect(res.status).toBe(200);
+    const sse = readSse(res);
+    await until(async () => sse.messages.length === 1); // the role chunk: the stream is open, the model held at its first chunk
+    expect(JSON.parse(sse.messages[0]?.data ?? "").choices[0].delta).toEqual({ role: "assistant", content: "" });
+    await revokeKey(env.DB, keyId, new Date());
+    propagate();
+    await start();
+    await middle();
+    await sse.done;
+    expect(sse.messages.slice(1)).toEqual([
+      {
+        event: "message",
+        data: JSON.stringify({
+          error: {
+            message: "the API key this stream was opened with was revoked, rotated or has expired",
+            type: "authentication_error",
+            code: "auth.unauthorized",
+          },
+        }),
+      },
+    ]);
     await until(() => slotsFree(callerId));
   }, 30_000);
 

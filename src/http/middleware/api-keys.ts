@@ -5,13 +5,16 @@
  *    (src/keys/limits.ts, shared with the key's WebSocket frames): 429 `rate.limited` with `Retry-After` (the seconds
  *    left in the minute);
  *  - the agents it may use: `requireAgent` answers 403 `auth.forbidden` for any other (`agentsOf` filters lists);
- *  - `last_used_at`: stamped at most once a minute per key, after the response (`waitUntil`).
+ *  - `last_used_at`: stamped at most once a minute per key, after the response (`waitUntil`);
+ *  - issue 33 (D-086): what stays open on a key — an event stream, a streamed chat completion — checks the key
+ *    before each piece it writes (`keyStreamGuard`), so a revoked, rotated or expired key gets nothing more.
  * Keys from GATEWAY_API_TOKENS carry no record: every agent, no per-key limit.
  */
 import type { Context } from "hono";
 import { GatewayError } from "../../errors";
 import { keyRequestRefusal } from "../../keys/limits";
 import type { KeyGrant } from "../../keys/lookup";
+import { checkKey } from "../../keys/standing";
 import { touchKey } from "../../keys/store";
 import type { KeyBudget } from "../../runs/token-budget";
 import type { AuthEnv, Principal } from "./auth";
@@ -58,4 +61,28 @@ export function mayUseAgent(principal: Principal | undefined, agentId: string): 
 export function keyTurnFields(principal: Principal | undefined): { keyBudget?: KeyBudget } {
   if (principal?.scope !== "api" || principal.key?.limits.tokensPerDay === undefined) return {};
   return { keyBudget: { keyId: principal.key.keyId, tokensPerDay: principal.key.limits.tokensPerDay } };
+}
+
+/** Thrown by a stream's key guard: the route tells `error` in the stream, in its own shape, and ends it (D-086). */
+export class KeyStreamEnded extends Error {
+  readonly error: GatewayError;
+  constructor(error: GatewayError) {
+    super(error.message);
+    this.name = "KeyStreamEnded";
+    this.error = error;
+  }
+}
+
+/**
+ * The guard an open stream of `agentId` awaits before each piece it writes (D-086): it throws `KeyStreamEnded` once
+ * the request's key record no longer stands (revoked, rotated, expired, the agent taken away) or cannot be checked —
+ * from the isolate's cached record, so no D1 read per piece. For callers that are not key records it does nothing.
+ */
+export function keyStreamGuard(principal: Principal | undefined, db: D1Database | undefined, agentId: string): () => Promise<void> {
+  if (principal?.scope !== "api" || !principal.key || !db) return async () => {};
+  const grant = principal.key;
+  return async () => {
+    const check = await checkKey(db, grant, agentId, "stream");
+    if (!check.ok) throw new KeyStreamEnded(check.error);
+  };
 }

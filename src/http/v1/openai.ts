@@ -24,7 +24,7 @@ import { releaseReader } from "../../runs/release-stream";
 import { followRelease, streamTail } from "../../runs/stream-release";
 import { runEnded, secondsToUtcMidnight, submitTurn } from "../../runs/submit";
 import type { SessionDO } from "../../sessions/SessionDO";
-import { keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
+import { KeyStreamEnded, keyStreamGuard, keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import {
   bodyField,
@@ -237,6 +237,8 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
     const { session, runId, done } = queued;
     c.header("X-Run-Id", runId);
     const ids = { runId, model: turn.model, created };
+    // Issue 33 (D-086): every piece waits on the key's check, so a key revoked, rotated or expired meanwhile gets nothing more.
+    const guard = keyStreamGuard(c.get("principal"), c.env.DB, turn.agentId);
     // Issue 23: the answer's text as the incremental output guard releases it (src/runs/stream-release.ts), all of
     // it from ONE RPC answering a stream of frames (D-060), opened on the first read (none if the run has ended).
     const open = () => session.releaseStream(runId, { quietMs: HEARTBEAT_MS, untilMs: deadline - Date.now() });
@@ -252,14 +254,19 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
         try {
           await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
           const r = await followRelease(() => released.next(), done as Done | null, deadline, HEARTBEAT_MS, {
-            write: (text) => stream.writeSSE({ data: JSON.stringify(chunks.content(ids, text)) }),
+            write: async (text) => {
+              await guard();
+              await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, text)) });
+            },
             heartbeat: async () => {
+              await guard(); // an idle stream is checked at each heartbeat too
               if (!closed) await stream.write(": still working\n\n");
             },
             keep: async () => !closed && (await lease.renew()) !== false,
           });
           runEnded(queued, r.run); // D-069
           if (closed) return;
+          await guard(); // the end of the answer (or the run's error) is a piece too
           const outcome: Outcome = r.blocked ? { content: "", usage: r.run?.usage ?? NO_USAGE } : outcomeOf(r.run, runId, waitSeconds);
           if ("error" in outcome) {
             // OpenAI's clients read an `error` object in a stream as a failed request.
@@ -272,6 +279,10 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
           await stream.writeSSE({ data: JSON.stringify(chunks.finish(ids)) });
           if (turn.includeUsage) await stream.writeSSE({ data: JSON.stringify(chunks.usage(ids, usageOf(outcome.usage))) });
           await stream.writeSSE({ data: "[DONE]" });
+        } catch (err) {
+          if (!(err instanceof KeyStreamEnded)) throw err;
+          // OpenAI's clients read an `error` object in a stream as a failed request; no [DONE] follows.
+          if (!closed) await stream.writeSSE({ data: JSON.stringify(openAiError(err.error)) });
         } finally {
           await released.close(); // a stream left early (slot lost, client gone) is cancelled; the run goes on
           await lease.release();

@@ -21,7 +21,7 @@ import { submitTurn } from "../../runs/submit";
 import { AGENT_ID } from "../../sessions/keys";
 import type { AwaitedRun } from "../../sessions/run-queries";
 import type { SessionDO } from "../../sessions/SessionDO";
-import { keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
+import { KeyStreamEnded, keyStreamGuard, keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
 import { bodyField, IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
@@ -120,7 +120,8 @@ const eventsRoute = createRoute({
     "With `deltas=true` the stream also carries `run.delta` messages (no `id`; data `{run_id, offset, text}`): the answer's " +
     "text as the output guard releases it, a bounded number of words behind the model, then its last words before the " +
     "terminal event; ephemeral (never stored: the run's output is the one final answer). A stream the guard stops ends its " +
-    "deltas with the refusal.",
+    "deltas with the refusal. A stream opened with an API key record ends with an `error` message (the S3 envelope, " +
+    "`auth.unauthorized`) once the key is revoked, rotated or expired: nothing more is sent to it.",
   middleware: [requireScope("api")] as const,
   request: {
     params: RunIdParam,
@@ -237,6 +238,44 @@ class DeltaWriter {
   }
 }
 
+/** One SSE message of an events stream. */
+type SseMessage = { id?: string; event: string; data: string };
+
+/**
+ * The events of a run after `after`, written through `send` (with the released text first when `text` is given) until
+ * the run has ended and its events are out — with `follow`, long-polling for each next one while `live` holds, for at
+ * most EVENT_STREAM_MAX_MS (clients resume with Last-Event-ID).
+ */
+async function followEvents(o: {
+  stub: DurableObjectStub<SessionDO>;
+  runId: string;
+  after: number;
+  follow: boolean;
+  text: DeltaWriter | null;
+  send: (m: SseMessage) => Promise<void>;
+  live: () => Promise<boolean>;
+}): Promise<void> {
+  const deadline = Date.now() + EVENT_STREAM_MAX_MS;
+  let after = o.after;
+  while (await o.live()) {
+    // With deltas, the wait is on released text (which also wakes at every event); then the events, at once.
+    const settled = o.text ? await o.text.poll() : true;
+    // Long poll: the object answers at once when events are there, else when the next one is written.
+    const wait = o.follow && settled ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
+    const page = (await o.stub.runEvents(o.runId, after, 500, wait)) as unknown as EventsPage;
+    if (!page) break;
+    for (const e of page.events) {
+      if (e.event_type === "run.completed") await o.text?.finish();
+      // Filtered on the way out, not in storage: admins, audit and bundles keep the prompt hashes.
+      await o.send({ id: String(e.seq), event: e.event_type, data: JSON.stringify(eventForApiCaller(e)) });
+      after = e.seq;
+    }
+    if (page.events.length === 500) continue;
+    if ((page.finished && page.events.length === 0) || !o.follow || Date.now() >= deadline) break;
+    if (page.finished) continue; // drain what the terminal step wrote, then stop
+  }
+}
+
 /** API callers reach only the runs they queued; admins reach every run. */
 function callerOf(c: Context<AppEnv>): string | null {
   const principal = c.get("principal");
@@ -341,37 +380,35 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const first = (await stub.runEvents(run_id, 0, 1)) as unknown as EventsPage;
     if (!first || !ownRun(c, first.callerId, first.agentId)) throw runNotFound(run_id);
     const lastEventId = Number.parseInt(c.req.header("Last-Event-ID") ?? "", 10);
-    let after = Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : (q.after ?? 0);
+    const after = Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : (q.after ?? 0);
     const follow = q.follow === "true";
     const lease = await openStreamLease(c); // 429 when the caller has its limit of streams open (issue 20 §4)
+    // Issue 33 (D-086): every piece waits on the key's check, so a key revoked, rotated or expired meanwhile gets nothing more.
+    const guard = keyStreamGuard(c.get("principal"), c.env.DB, first.agentId);
     return streamSSE(c, async (stream) => {
-      const deadline = Date.now() + EVENT_STREAM_MAX_MS;
       let closed = false;
       stream.onAbort(() => {
         closed = true;
         releaseInBackground(c, lease);
       });
+      const send = async (m: SseMessage) => {
+        await guard();
+        await stream.writeSSE(m);
+      };
       // With deltas, released text comes from one RPC's stream (D-060): a frame at least every EVENT_WAIT_MS.
       const frames = { quietMs: EVENT_WAIT_MS, untilMs: follow ? EVENT_STREAM_MAX_MS : 0 };
-      const text = q.deltas === "true" ? new DeltaWriter(stub, run_id, frames, (d) => stream.writeSSE(d)) : null;
+      const text = q.deltas === "true" ? new DeltaWriter(stub, run_id, frames, send) : null;
+      const live = async () => {
+        if (closed || !(await lease.renew())) return false;
+        await guard(); // an idle stream is checked once per long poll too
+        return true;
+      };
       try {
-        while (!closed && (await lease.renew())) {
-          // With deltas, the wait is on released text (which also wakes at every event); then the events, at once.
-          const settled = text ? await text.poll() : true;
-          // Long poll: the object answers at once when events are there, else when the next one is written.
-          const wait = follow && settled ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
-          const page = (await stub.runEvents(run_id, after, 500, wait)) as unknown as EventsPage;
-          if (!page) break;
-          for (const e of page.events) {
-            if (e.event_type === "run.completed") await text?.finish();
-            // Filtered on the way out, not in storage: admins, audit and bundles keep the prompt hashes.
-            await stream.writeSSE({ id: String(e.seq), event: e.event_type, data: JSON.stringify(eventForApiCaller(e)) });
-            after = e.seq;
-          }
-          if (page.events.length === 500) continue;
-          if ((page.finished && page.events.length === 0) || !follow || Date.now() >= deadline) break;
-          if (page.finished) continue; // drain what the terminal step wrote, then stop
-        }
+        await followEvents({ stub, runId: run_id, after, follow, text, send, live });
+      } catch (err) {
+        if (!(err instanceof KeyStreamEnded)) throw err;
+        // The S3 envelope in an `error` message, then the end: reconnecting with the key is refused (401 or 403).
+        if (!closed) await stream.writeSSE({ event: "error", data: JSON.stringify(err.error.toEnvelope()) });
       } finally {
         await text?.close();
         await lease.release();
