@@ -253,5 +253,12 @@ describe("ISSUE20-§4 open event streams per caller are capped (limits.maxOpenSt
     expect(await runDurableObjectAlarm(one.stub)).toBe(false);
     res.webSocket?.close();
     two.ws.close();
+    // Both slots come back once their objects have seen the sockets close (nothing is left running after the test).
+    const stub = env.IDEMPOTENCY.getByName(`api:${a.id}`);
+    await until(async () => {
+      const probe = await stub.acquireStream("probe", Date.now(), 1, STREAM_LEASE_TTL_MS);
+      await stub.releaseStream("probe");
+      return probe.ok;
+    });
   });
 });

@@ -138,6 +138,12 @@ function readSse(res: Response): { messages: { event: string; data: string }[]; 
   return { messages, done };
 }
 
+/** Closes the client's socket and waits until its object has seen it close and given the slot back. */
+async function closeAndWait(client: Client, callerId: string): Promise<void> {
+  client.ws.close();
+  await until(() => slotsFree(callerId));
+}
+
 /** The caller's open-stream slots in use, as its Durable Object counts them now (a probe lease of cap 1 fits only at 0). */
 async function slotsFree(callerId: string): Promise<boolean> {
   const stub = env.IDEMPOTENCY.getByName(`api:${callerId}`);
@@ -152,7 +158,7 @@ describe("ISSUE33 limits: a key's socket frames are its requests", () => {
     const host = uniqueHost("script");
     await scriptProvider(host, [{ content: "one" }, { content: "two" }, { content: "three" }]);
     const app = await inForce(runConfig(host));
-    const { key, keyId } = await createKey(app, { limits: { requestsPerMinute: 3 } });
+    const { key, keyId, callerId } = await createKey(app, { limits: { requestsPerMinute: 3 } });
     const minute = Math.floor(Date.now() / 60_000) * 60_000;
     keyClock.now = () => minute + 15_000; // 15 s into the minute: 45 s left
     const client = await connect(app, room(), key); // the upgrade is request 1 of 3
@@ -184,7 +190,7 @@ describe("ISSUE33 limits: a key's socket frames are its requests", () => {
     await until(async () => ended(client.frames, "m-20") !== undefined);
     expect(ended(client.frames, "m-20").run).toMatchObject({ status: "completed", output: "three" });
     expect(await requestsTo(host)).toHaveLength(3);
-    client.ws.close();
+    await closeAndWait(client, callerId);
   }, 30_000);
 
   it("ISSUE33 limits: a socket frame is held to the key's tokensPerDay in force, a budget set after the upgrade included: once spent, an over_budget error frame with its retry hint and no turn", async () => {
@@ -193,7 +199,7 @@ describe("ISSUE33 limits: a key's socket frames are its requests", () => {
     const spent = { prompt_tokens: 5000, completion_tokens: 1000, total_tokens: 6000 };
     await scriptProvider(host, [{ content: "spent", usage: spent }, { content: "never" }]);
     const app = await inForce(runConfig(host));
-    const { key, keyId } = await createKey(app);
+    const { key, keyId, callerId } = await createKey(app);
     const client = await connect(app, room(), key);
     // The budget comes after the upgrade (PATCH bumps the keys generation; in force on this isolate at once).
     expect((await call(app, "PATCH", `/api/admin/keys/${keyId}`, { limits: { tokensPerDay: 6_000 } }, ADMIN)).status).toBe(200);
@@ -223,7 +229,7 @@ describe("ISSUE33 limits: a key's socket frames are its requests", () => {
       },
     ]);
     expect(await requestsTo(host)).toHaveLength(1);
-    client.ws.close();
+    await closeAndWait(client, callerId);
   }, 30_000);
 });
 
@@ -351,6 +357,7 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
         error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
       },
     ]);
+    await until(() => slotsFree(callerId));
   });
 
   it("ISSUE33 revocation: the check before each piece reads no key record while the keys generation is unchanged (a streamed answer's deltas over a key's socket: 0 reads of api_keys)", async () => {
@@ -358,7 +365,7 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     const answer = `${words(60).join(" ")}.`;
     await scriptProvider(host, [{ content: answer, chunks: cut(answer, 6), chunk_delay_ms: 8 }]);
     const app = await streaming(host);
-    const { key } = await createKey(app);
+    const { key, callerId } = await createKey(app);
     const client = await connect(app, room(), key); // this isolate now holds the key's record under the current generation
     const reads: string[] = [];
     let statement = Object.getPrototypeOf(env.DB.prepare("SELECT 1")) as { first: (...a: unknown[]) => unknown };
@@ -378,6 +385,6 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     expect(client.frames.filter((f) => f.type === "delta").length).toBeGreaterThanOrEqual(3);
     expect(deltaText(client.frames)).toBe(answer);
     expect(reads).toEqual([]);
-    client.ws.close();
+    await closeAndWait(client, callerId);
   }, 30_000);
 });
