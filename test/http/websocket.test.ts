@@ -11,10 +11,10 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { GatewayConfig } from "../../src/config/schema";
 import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
 import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
-import { measureOverlap } from "../../src/prompts/output-guard";
 import { forgetAdminGenerations } from "../../src/storage/admin-generation";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { baseWithoutCanary } from "../support/leaks";
+import { measureOverlap } from "../support/overlap-measure";
 import { ADMIN, ALICE, type App, appFor, BOB, call, readResponse, registerTestTools } from "../support/runs";
 
 beforeAll(() => registerTestTools());

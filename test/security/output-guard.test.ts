@@ -4,10 +4,11 @@
  * replies that must pass (test/fixtures/disclosure/benign-replies.json).
  */
 import { describe, expect, it } from "vitest";
-import { baseReadings, comparisonForm, formsOf, lettersOf, wordsOf } from "../../src/prompts/leak-normalise";
-import { checkOutput, checkToolArguments, measureOverlap } from "../../src/prompts/output-guard";
+import { checkOutput, checkToolArguments } from "../../src/prompts/output-guard";
 import benign from "../fixtures/disclosure/benign-replies.json";
 import { apiChannelPolicy, baseSection, baseWithoutCanary, CANARY_DISGUISES, DISGUISES, PARAPHRASE_WITH_SHINGLES } from "../support/leaks";
+import { measureOverlap } from "../support/overlap-measure";
+import { baseReadings, comparisonForm, formsOf, lettersOf, wordsOf } from "../support/overlap-normalise";
 
 describe("ISSUE20-§2 the comparison form", () => {
   it("NFKC, format characters removed, look-alikes folded, hyphens inside words joined, non-letters one separator, lower case", () => {

@@ -5,11 +5,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
-import { checkOutput, measureOverlap } from "../../src/prompts/output-guard";
+import { checkOutput } from "../../src/prompts/output-guard";
 import { HOLDBACK_WORDS, MAX_LAG_WORDS, STEP_WORDS, StreamGuard } from "../../src/prompts/stream-guard";
 import { streamTail } from "../../src/runs/stream-release";
 import { redactText } from "../../src/security/redact";
 import { baseWithoutCanary, DISGUISES } from "../support/leaks";
+import { measureOverlap } from "../support/overlap-measure";
 import { mulberry32 } from "../support/prng";
 
 const plain = (raw: string) => raw;
