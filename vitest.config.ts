@@ -23,8 +23,11 @@ export const TEST_SECRETS = {
   SECRETS_ENCRYPTION_KEY: "c2VjcmV0cy1lbmNyeXB0aW9uLWtleS0zMi1ieXRlcyE=",
   // Signs sandbox tokens for the S5 tool-callback routes.
   SANDBOX_TOKEN_SECRET: "test-sandbox-token-secret-0123456789abcdef",
-  // Signs job notifications (Standard Webhooks); 24 key bytes.
+  // The master each webhook endpoint's v1 key is derived from (Standard Webhooks, D-089); 26 key bytes.
   SCHEDULER_WEBHOOK_SECRET: "whsec_c2NoZWR1bGVyLXdlYmhvb2stdGVzdC1rZXk=",
+  // The gateway's Ed25519 signing key (v1a webhook signatures, the JWKS; issue 33, D-089); a canary like the others.
+  GATEWAY_SIGNING_KEY:
+    '{"kty":"OKP","crv":"Ed25519","kid":"test-signing-2030","x":"JMXfJyTabkmsag2OJp2P2bCdPlCcJsxgvxPwqOvvEp4","d":"Kl5MpKtiqxD4_lFn0jyorRx9Ac483ukfog-fGfXE67A"}',
 };
 
 // Tests never reach the internet: Miniflare uses its built-in Request.cf placeholder instead of fetching one.
@@ -68,7 +71,8 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["test/**/*.test.ts"],
             exclude: ["test/build/**", "test/browser/**"],
-            setupFiles: ["./test/support/apply-migrations.ts"],
+            // apply-migrations: D1 before each file; test-hosts: the mock network's `.test` names pass the URL check (D-088).
+            setupFiles: ["./test/support/apply-migrations.ts", "./test/support/test-hosts.ts"],
           },
         },
         {

@@ -4,8 +4,9 @@
 // or API key needed — and beside it the offline model (scripts/local-model.mjs,
 // docs/local-model.md) on 127.0.0.1:8790, which the development configuration
 // config/gateway.dev.json5 makes the default model. Creates .dev.vars from
-// .dev.vars.example on first run and applies the D1 migrations to the local
-// database alongside the server.
+// .dev.vars.example on first run (adding a signing key of this machine's own
+// when it has none) and applies the D1 migrations to the local database
+// alongside the server.
 //
 // Environment: PORT (default 8787); SOPHIE_LOCAL_MODEL_PORT (default 8790; the
 // dev config's baseUrl must match); SOPHIE_CONFIG (default
@@ -19,9 +20,10 @@
 // --test-scheduled), which runs the Worker's scheduled() handler as the `* * * * *`
 // trigger would in production. curl that route to run a tick at once.
 import { spawn } from "node:child_process";
-import { copyFileSync, existsSync } from "node:fs";
+import { appendFileSync, copyFileSync, existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { signingJwk } from "./signing-key.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const port = process.env.PORT ?? "8787";
@@ -41,6 +43,13 @@ if (!devVars) {
   if (!existsSync(devVars)) {
     copyFileSync(join(root, ".dev.vars.example"), devVars);
     console.log("start: created .dev.vars from .dev.vars.example (development tokens; edit it to add provider keys)");
+  }
+  // Webhooks and the JWKS need the gateway's signing key (D-089). A private key has no place in the repository's
+  // example file, so each machine gets its own, once, in its git-ignored .dev.vars.
+  if (!/^GATEWAY_SIGNING_KEY=/m.test(readFileSync(devVars, "utf8"))) {
+    const line = `GATEWAY_SIGNING_KEY='${JSON.stringify(signingJwk())}'`;
+    appendFileSync(devVars, `\n# The gateway's Ed25519 signing key, made for this machine by npm start (development only).\n${line}\n`);
+    console.log("start: added a development GATEWAY_SIGNING_KEY to .dev.vars (npm run -s signing-key makes one for a deployment)");
   }
 }
 

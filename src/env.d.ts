@@ -30,8 +30,15 @@ interface GatewaySecrets {
   SECRETS_ENCRYPTION_KEY?: string;
   /** HMAC key (≥ 32 characters) that signs sandbox tokens for the tool-callback routes (S5). */
   SANDBOX_TOKEN_SECRET?: string;
-  /** Standard Webhooks secret (`whsec_…`) that signs scheduler job notifications sent to webhook targets. */
+  /**
+   * Standard Webhooks master secret (`whsec_…`): each webhook endpoint's own `v1` key is derived from it (D-089) —
+   * job notifications, budget alerts, completion webhooks.
+   */
   SCHEDULER_WEBHOOK_SECRET?: string;
+  /** The gateway's Ed25519 private JWK `{kty, crv, kid, x, d}` (`v1a` webhook signatures, the JWKS); Worker secret only. */
+  GATEWAY_SIGNING_KEY?: string;
+  /** JSON array of retired Ed25519 public JWKs, still published in the JWKS so old signatures verify. */
+  GATEWAY_SIGNING_KEYS_RETIRED?: string;
 }
 
 // The global `Env` (handlers, the Durable Object) and `Cloudflare.Env` (`env` from cloudflare:workers).

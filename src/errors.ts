@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   over_budget: 429,
   "provider.unavailable": 502,
   "secrets.unavailable": 503,
+  "signing.unavailable": 503,
   REFUSE_SYSTEM_PROMPT: 403,
 } as const satisfies Record<string, ContentfulStatusCode>;
 

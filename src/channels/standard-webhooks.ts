@@ -7,8 +7,10 @@
  *   webhook-id:        msg_…  (the same on every retry of one message)
  *   webhook-timestamp: Unix seconds of this attempt
  *   webhook-signature: v1,<base64 HMAC-SHA256(key, "{id}.{timestamp}.{body}")>  (space-separated list)
+ *                      v1a,<base64 Ed25519 signature of the same content>   (the gateway's own outbound webhooks)
  *
- * The secret is `whsec_` + base64 of the key bytes (at least 16 of them).
+ * The secret is `whsec_` + base64 of the key bytes (at least 16 of them). The `v1a` entry (issue 33, D-089) is
+ * made with the gateway's signing key (src/security/signing-key.ts) and checked with its public JWKS.
  *
  * Verification contract (`verifyWebhook`), checks in this order, one reason
  * per request; it never throws and never echoes the secret or a signature:
@@ -33,6 +35,7 @@
  * value.
  */
 import { z } from "zod";
+import type { GatewaySigner } from "../security/signing-key";
 
 const SECRET = /^whsec_([A-Za-z0-9+/]+={0,2})$/;
 export const TIMESTAMP_TOLERANCE_SECONDS = 5 * 60;
@@ -62,6 +65,11 @@ const base64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
 /** The `webhook-signature` value for one message. */
 export async function signWebhook(key: Uint8Array, id: string, timestampSeconds: number, body: string): Promise<string> {
   return `v1,${base64(await hmac(key, `${id}.${timestampSeconds}.${body}`))}`;
+}
+
+/** The `v1a` entry for one message: the gateway's Ed25519 signature over the content `v1` signs. */
+export async function signWebhookV1a(signer: GatewaySigner, id: string, timestampSeconds: number, body: string): Promise<string> {
+  return `v1a,${base64(await signer.sign(new TextEncoder().encode(`${id}.${timestampSeconds}.${body}`)))}`;
 }
 
 export type WebhookVerdict = { ok: true } | { ok: false; reason: "no_secret" | "missing_headers" | "timestamp" | "signature" };
@@ -135,18 +143,22 @@ export function parseStandardInbound(body: unknown): { ok: true; value: Standard
 export type SignedPostResult = { ok: true; status: number } | { ok: false; retry: boolean; status: number | null; error: string };
 
 /**
- * POSTs `body` to `url` signed for message `id` (a fresh timestamp per attempt). Redirects are never followed;
- * network errors, timeouts, 408, 429 and 5xx are retryable, other answers are not. Receivers dedupe on `id`.
+ * POSTs `body` to `url` signed for message `id` (a fresh timestamp per attempt): `v1` with `key`, and `v1a` too with
+ * `signer` when given. Redirects are never followed; network errors, timeouts, 408, 429 and 5xx are retryable,
+ * other answers are not. Receivers dedupe on `id`.
  */
 export async function postSignedWebhook(o: {
   url: string;
   key: Uint8Array;
+  signer?: GatewaySigner;
   id: string;
   body: string;
   timeoutMs: number;
   fetch?: typeof fetch;
 }): Promise<SignedPostResult> {
   const timestamp = Math.floor(Date.now() / 1000);
+  const signatures = [await signWebhook(o.key, o.id, timestamp, o.body)];
+  if (o.signer) signatures.push(await signWebhookV1a(o.signer, o.id, timestamp, o.body));
   let response: Response;
   try {
     response = await (o.fetch ?? fetch)(o.url, {
@@ -158,7 +170,7 @@ export async function postSignedWebhook(o: {
         "user-agent": "sophie-gateway",
         "webhook-id": o.id,
         "webhook-timestamp": String(timestamp),
-        "webhook-signature": await signWebhook(o.key, o.id, timestamp, o.body),
+        "webhook-signature": signatures.join(" "),
       },
       body: o.body,
     });

@@ -10,7 +10,7 @@
 import { z } from "zod";
 import { AGENT_ID } from "../sessions/keys";
 import { HoneypotConfig } from "../tools/honeypot";
-import { checkUrl } from "../tools/net-policy";
+import { checkPublicHttpsUrl, checkUrl } from "../tools/net-policy";
 
 /** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
 export const ProviderId = z
@@ -282,14 +282,19 @@ export const LoggingConfig = z.strictObject({
     .default({ enabled: false, redactEmails: true, redactPhones: true }),
 });
 
-/** An API base URL for a channel platform: https, or http only for a loopback address (a local mock or Bot API server). */
+/**
+ * An API base URL for a channel platform, or the Standard Webhooks reply URL: a public https URL by the gateway's one
+ * outbound check (issue 33, D-088) — the bot token and every reply go there, so no private, loopback, metadata,
+ * internal or special-use host, no credentials, the default port. Refused here, where the config is validated,
+ * with the key named.
+ */
 const ChannelApiBase = z
   .url()
   .max(512)
-  .refine((u) => {
-    const url = new URL(u);
-    return url.protocol === "https:" || (url.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname));
-  }, "must be an https URL (http only for a loopback address)")
+  .superRefine((u, ctx) => {
+    const checked = checkPublicHttpsUrl(u);
+    if (!checked.ok) ctx.addIssue({ code: "custom", message: checked.problem });
+  })
   .transform((u) => u.replace(/\/+$/, ""));
 
 /**
@@ -419,7 +424,7 @@ export const UsageAlert = z
       .optional(),
     /** Threshold in provider-reported tokens (prompt + completion). */
     tokens: z.int().positive().max(1_000_000_000_000).optional(),
-    /** An https URL to POST the alert to, signed with SCHEDULER_WEBHOOK_SECRET (Standard Webhooks). */
+    /** An https URL to POST the alert to, signed like a job's webhook (Standard Webhooks v1 and v1a, D-089). */
     webhook: z
       .url({ protocol: /^https$/ })
       .max(2048)

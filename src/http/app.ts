@@ -20,6 +20,7 @@ import { ADMIN_DOOR, adminRoutes } from "./admin";
 import { mountDoor } from "./callers";
 import { dashboardRoutes } from "./dashboard";
 import { healthRoutes } from "./health";
+import { jwksRoutes } from "./jwks";
 import { respondWithError } from "./middleware/errors";
 import { registerOpenApi } from "./openapi";
 import { type AppEnv, createRouter } from "./router";
@@ -123,6 +124,7 @@ export function createApp(options: AppOptions = {}): OpenAPIHono<AppEnv> {
 
   // One door per kind of caller (src/http/callers.ts); the pages last.
   mountDoor(app, { prefix: "/", credential: "none" }, healthRoutes());
+  mountDoor(app, { prefix: "/", credential: "none" }, jwksRoutes());
   mountDoor(app, V1_DOOR, v1Routes());
   mountDoor(app, ADMIN_DOOR, adminRoutes());
   mountDoor(app, TOOL_CALLBACK_DOOR, toolCallbackRoutes());

@@ -3,7 +3,7 @@
  * (`@hono/zod-openapi`) and served at `GET /openapi.json`. Every operation says which credential it needs,
  * as the door it was mounted through declares it (src/http/callers.ts; the admin API's one `requireScope("admin")`
  * among them): `security` names the bearer scheme of its scope (`admin`, `api`, `sandbox`); webhooks authenticate
- * by their platform's signature (`x-auth: signature`); `/healthz` and this document need nothing.
+ * by their platform's signature (`x-auth: signature`); `/healthz`, `/.well-known/jwks.json` and this document need nothing.
  * `test/http/openapi.test.ts` fails when a registered API route is missing from the document (pages such as `/admin`
  * and `/docs` are not API operations and are left out), when the document does not validate against the official
  * OpenAPI 3.1 meta-schema (every Schema Object against JSON Schema 2020-12), and when an operation that takes input
@@ -18,7 +18,7 @@ import type { AppEnv } from "./router";
  * checks every operation's declared credential against it, so a route mounted through the wrong door shows.
  */
 export function scopeOfPath(path: string): Credential {
-  if (path === "/healthz" || path === "/openapi.json") return "none";
+  if (path === "/healthz" || path === "/openapi.json" || path === "/.well-known/jwks.json") return "none";
   if (path.startsWith("/webhooks/")) return "signature";
   if (path.startsWith("/api/admin/")) return "admin";
   if (path.startsWith("/proliferate/") || /^\/v1\/sessions\/[^/]+\/tools\//.test(path)) return "sandbox";

@@ -20,6 +20,8 @@ export interface KeyGrant {
   limits: KeyLimits;
   /** A fingerprint of the secret in force when the key was accepted (an open socket re-checks it, D-077). */
   secretTag: string;
+  /** Issue 33 (D-087): the key may act as a caller GATEWAY_API_TOKENS also names (the admin said so). */
+  shareCaller: boolean;
 }
 
 /** Why a presented key was refused (the reason goes to the log, never to the caller: every refusal is one 401). */
@@ -73,7 +75,13 @@ export async function lookupKey(
   if (!matches) return { ok: false, reason: "secret" };
   if (found.revoked_at !== null) return { ok: false, reason: "revoked" };
   if (found.expires_at !== null && Date.parse(found.expires_at) <= now) return { ok: false, reason: "expired" };
-  const grant = { keyId: found.key_id, callerId: found.caller_id, agents: found.agents, limits: found.limits };
+  const grant = {
+    keyId: found.key_id,
+    callerId: found.caller_id,
+    agents: found.agents,
+    limits: found.limits,
+    shareCaller: found.share_caller,
+  };
   return { ok: true, grant: { ...grant, secretTag: found.secret_hash.slice(0, 16) } };
 }
 

@@ -26,6 +26,8 @@ export interface KeyRecord {
   expires_at: string | null;
   revoked_at: string | null;
   limits: KeyLimits;
+  /** Issue 33 (D-087): the admin shared the caller with a GATEWAY_API_TOKENS entry of the same id on purpose. */
+  share_caller: boolean;
 }
 
 /** A record with what verifying a presented secret needs. */
@@ -47,12 +49,13 @@ interface Row {
   revoked_at: string | null;
   requests_per_minute: number | null;
   tokens_per_day: number | null;
+  share_caller: number;
   salt: string;
   secret_hash: string;
 }
 
 const PUBLIC_COLUMNS =
-  "key_id, caller_id, label, agents, prefix, created_at, rotated_at, last_used_at, expires_at, revoked_at, requests_per_minute, tokens_per_day";
+  "key_id, caller_id, label, agents, prefix, created_at, rotated_at, last_used_at, expires_at, revoked_at, requests_per_minute, tokens_per_day, share_caller";
 
 function toRecord(row: Omit<Row, "salt" | "secret_hash">): KeyRecord {
   const limits: KeyLimits = {};
@@ -70,6 +73,7 @@ function toRecord(row: Omit<Row, "salt" | "secret_hash">): KeyRecord {
     expires_at: row.expires_at,
     revoked_at: row.revoked_at,
     limits,
+    share_caller: row.share_caller === 1,
   };
 }
 
@@ -85,13 +89,14 @@ export async function insertKey(
     now: Date;
     expiresAt: string | null;
     limits: KeyLimits;
+    shareCaller: boolean;
   },
 ): Promise<KeyRecord> {
   const row = await db
     .prepare(
       `INSERT INTO api_keys (key_id, caller_id, label, agents, salt, secret_hash, prefix, created_at, expires_at,
-         requests_per_minute, tokens_per_day)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING ${PUBLIC_COLUMNS}`,
+         requests_per_minute, tokens_per_day, share_caller)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING ${PUBLIC_COLUMNS}`,
     )
     .bind(
       k.keyId,
@@ -105,6 +110,7 @@ export async function insertKey(
       k.expiresAt,
       k.limits.requestsPerMinute ?? null,
       k.limits.tokensPerDay ?? null,
+      k.shareCaller ? 1 : 0,
     )
     .first<Row>();
   if (!row) throw new Error("the key record was not stored");
@@ -154,10 +160,11 @@ export interface KeyChanges {
   agents?: string[] | null;
   expiresAt?: string | null;
   limits?: KeyLimits;
+  shareCaller?: boolean;
 }
 
 /**
- * Changes a live key's label, agents, expiry or limits (never its caller or secret); null when there is no such live
+ * Changes a live key's label, agents, expiry, limits or caller sharing (never its caller or secret); null when there is no such live
  * key. Like rotation, it bumps the keys generation: every isolate applies it within ADMIN_REFRESH_MS.
  */
 export async function updateKey(db: D1Database, keyId: string, c: KeyChanges): Promise<KeyRecord | null> {
@@ -170,7 +177,8 @@ export async function updateKey(db: D1Database, keyId: string, c: KeyChanges): P
            agents = CASE WHEN ?4 THEN ?5 ELSE agents END,
            expires_at = CASE WHEN ?6 THEN ?7 ELSE expires_at END,
            requests_per_minute = CASE WHEN ?8 THEN ?9 ELSE requests_per_minute END,
-           tokens_per_day = CASE WHEN ?8 THEN ?10 ELSE tokens_per_day END
+           tokens_per_day = CASE WHEN ?8 THEN ?10 ELSE tokens_per_day END,
+           share_caller = CASE WHEN ?11 THEN ?12 ELSE share_caller END
          WHERE key_id = ?1 AND revoked_at IS NULL RETURNING ${PUBLIC_COLUMNS}`,
       )
       .bind(
@@ -184,6 +192,8 @@ export async function updateKey(db: D1Database, keyId: string, c: KeyChanges): P
         has(c.limits),
         c.limits?.requestsPerMinute ?? null,
         c.limits?.tokensPerDay ?? null,
+        has(c.shareCaller),
+        c.shareCaller ? 1 : 0,
       ),
     bumpKeysGeneration(db),
   ]);

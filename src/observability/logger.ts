@@ -41,12 +41,14 @@ export interface RunTurnLine {
   provider?: string;
   model?: string;
   estimated_input_tokens?: number;
-  /** The model call's outcome, and why it failed. */
-  call?: "ok" | "failed";
+  /** The model call's outcome, and why it failed; a cancelled call carries what it was charged (issue 33). */
+  call?: "ok" | "failed" | "cancelled";
   reason?: string;
   attempts?: number;
   prompt_tokens?: number;
   completion_tokens?: number;
+  /** Issue 33: why the provider's usage block was refused (the tokens above are then the gateway's estimates). */
+  usage_refused?: string;
   latency_ms?: number;
 }
 
@@ -88,7 +90,7 @@ export interface LogEvents {
   /** A secret the gateway needs is malformed and was ignored (fail-closed). */
   "auth.config_rejected": { variable: string; problem: string };
   /** An `sgw_` API key was refused (D-077): its key id and why, never the key. The caller only sees one 401. */
-  "auth.key_refused": { key_id: string; reason: "unknown" | "secret" | "revoked" | "expired" };
+  "auth.key_refused": { key_id: string; reason: "unknown" | "secret" | "revoked" | "expired" | "caller_in_env" };
   /** One model call of a run (S1 §4.1): provider/model, token estimate and usage, latency, the stack hash. */
   "model.call": {
     run_id: string;

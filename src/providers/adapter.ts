@@ -43,8 +43,14 @@ export interface ChatResult {
   content: string;
   toolCalls: ToolCall[];
   finishReason: string;
-  /** As the provider reported it; null when it reported none. `cachedTokens`: `prompt_tokens_details.cached_tokens`, where reported. */
+  /**
+   * As the provider reported it, once checked (issue 33: `acceptUsage`); null when it reported none or its counts
+   * were refused. `cachedTokens`: `prompt_tokens_details.cached_tokens`, where reported. `totalTokens` is
+   * prompt + completion, never the provider's own `total_tokens`.
+   */
   usage: { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number } | null;
+  /** Issue 33: why the provider's usage block was refused (the call counts as unreported); absent when it was not. */
+  usageRefused?: string;
   /** Requests made, retries included. */
   attempts: number;
 }
@@ -175,18 +181,43 @@ export async function chat(req: ChatRequest, o: AdapterOptions = {}): Promise<Ch
     content: choice.message.content ?? "",
     toolCalls,
     finishReason: choice.finish_reason ?? "unknown",
-    usage: completion.usage ? usageOf(completion.usage) : null,
+    ...usageOf(completion.usage, req.model),
     attempts,
   };
 }
 
-/** The provider's usage block as the gateway keeps it (issue 25 §2: the cached part of the prompt where reported). */
-function usageOf(u: CompletionUsage): NonNullable<ChatResult["usage"]> {
-  const cached = u.prompt_tokens_details?.cached_tokens;
-  const base = { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens, totalTokens: u.total_tokens };
-  return typeof cached === "number" && Number.isInteger(cached) && cached >= 0
-    ? { ...base, cachedTokens: Math.min(cached, u.prompt_tokens) }
-    : base;
+type Usage = NonNullable<ChatResult["usage"]>;
+
+/** The result's usage fields from the provider's block (issue 25 §2: the cached part where reported): checked, or refused. */
+function usageOf(u: unknown, model: ResolvedModel): Pick<ChatResult, "usage" | "usageRefused"> {
+  if (u === undefined || u === null) return { usage: null };
+  const checked = acceptUsage(u, model);
+  return "refused" in checked ? { usage: null, usageRefused: checked.refused } : { usage: checked.usage };
+}
+
+/** A token count a provider may report: a non-negative safe integer (not a string, a fraction, 1e300 or 2^53 + 1). */
+const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * Issue 33 (D-085): a provider's usage block is believed only when its counts are non-negative safe integers, the
+ * cached tokens at most the prompt's, and prompt + completion fit the model's context window (no call can process
+ * more) — else it is refused, with the reason, and the call counts as unreported, so no number a provider made up
+ * reaches a run, a D1 rollup or a token budget. `total_tokens` is not read: the total is prompt + completion.
+ */
+export function acceptUsage(u: unknown, model: ResolvedModel): { usage: Usage } | { refused: string } {
+  const block = (typeof u === "object" && u !== null ? u : {}) as Partial<Record<keyof CompletionUsage, unknown>>;
+  const { prompt_tokens: prompt, completion_tokens: completion } = block;
+  if (!isCount(prompt)) return { refused: "prompt_tokens is not a non-negative safe integer" };
+  if (!isCount(completion)) return { refused: "completion_tokens is not a non-negative safe integer" };
+  const details = block.prompt_tokens_details;
+  const cached = typeof details === "object" && details !== null ? (details as { cached_tokens?: unknown }).cached_tokens : undefined;
+  if (cached !== undefined && cached !== null && !isCount(cached))
+    return { refused: "prompt_tokens_details.cached_tokens is not a non-negative safe integer" };
+  if (isCount(cached) && cached > prompt) return { refused: "prompt_tokens_details.cached_tokens exceed prompt_tokens" };
+  if (prompt + completion > model.contextWindow)
+    return { refused: `prompt_tokens + completion_tokens exceed the model's context window (${model.contextWindow})` };
+  const usage = { promptTokens: prompt, completionTokens: completion, totalTokens: prompt + completion };
+  return { usage: isCount(cached) ? { ...usage, cachedTokens: cached } : usage };
 }
 
 export type StreamEvent = { type: "delta"; content: string } | { type: "done"; result: ChatResult };
@@ -212,12 +243,13 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
   );
   let content = "";
   let finishReason = "unknown";
-  let usage: ChatResult["usage"] = null;
+  let usage: Pick<ChatResult, "usage" | "usageRefused"> = { usage: null };
   const calls = new Map<number, { id: string; name: string; args: string }>();
   let choices = 0;
   try {
     for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
-      if (chunk.usage) usage = usageOf(chunk.usage);
+      // The last usage block sent is the call's (some providers send a running count with every chunk).
+      if (chunk.usage) usage = usageOf(chunk.usage, req.model);
       const choice = chunk.choices?.[0];
       if (!choice) continue;
       choices++;
@@ -241,5 +273,5 @@ export async function* streamChat(req: ChatRequest, signal: AbortSignal, o: Adap
   // A body that is no stream of chunks (a provider ignoring `stream: true`) reads as no chunk at all: not an empty answer.
   if (choices === 0) throw noCompletion(req.model);
   const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => mapToolCall(c.id, c.name, c.args, map.fromWire));
-  yield { type: "done", result: { content, toolCalls, finishReason, usage, attempts } };
+  yield { type: "done", result: { content, toolCalls, finishReason, ...usage, attempts } };
 }

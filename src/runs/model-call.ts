@@ -1,8 +1,9 @@
 /**
  * `reserveBudget` and `callModel`, the network steps of a model round: the agent's (and the caller's) daily
  * token budget reserved before the request and settled to the reported usage after it, the provider call
- * (streamed when the model streams) under the run's cancellation, its fields on the turn's log line, and the
- * `debug.content` lines of a local model when the agent turns them on (S1 §4.2).
+ * (streamed when the model streams) under the run's cancellation — a cancelled call charged for what it got, never
+ * 0 (issue 33) — its fields on the turn's log line, and the `debug.content` lines of a local model when the agent
+ * turns them on (S1 §4.2).
  */
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { estimateMessagesTokens } from "../context/budget";
@@ -14,7 +15,7 @@ import type { ToolDefinition } from "../tools/registry";
 import { callCostPico } from "../usage/cost";
 import { runCallerKey } from "./caller";
 import type { Finish, RunContext } from "./host";
-import { recordModelFailure, recordStream } from "./round-commits";
+import { commitCancelledCall, recordModelFailure, recordStream } from "./round-commits";
 import type { RoundPrompt } from "./round-prompt";
 import type { RunSpec } from "./spec";
 import type { CallUsage, RunRow } from "./store";
@@ -92,24 +93,30 @@ export async function callModel(
 ): Promise<{ ok: true; answer: ModelAnswer } | { ok: false; finish: Finish }> {
   const { env } = ctx.host;
   const started = Date.now();
-  const line = {
+  const line: CallLine = {
     provider: spec.model.providerId,
     model: spec.model.modelId,
     stack_sha256: rp.prompt.manifest.stack_sha256,
     estimated_input_tokens: rp.estimated,
   };
+  // Issue 33: the text streamed so far, which a call cancelled mid-answer is charged for.
+  let streamed = "";
   let result: ChatResult;
   try {
     // Issue 23: each streamed piece goes to the guarded release (a no-op unless an API caller streams the run).
-    const onDelta = streamRelease(
+    const release = streamRelease(
       ctx,
       run.id,
       rp.prompt.system.filter((s) => s.id === "inline").map((s) => s.content),
     );
+    const onDelta = (piece: string) => {
+      streamed += piece;
+      release(piece);
+    };
     result = await request(ctx, spec, rp.messages, rp.policy === "native" ? rp.offered : [], signal, run.id, onDelta);
   } catch (err) {
+    if (signal.aborted) return cancelledCall(ctx, run, spec, { round, hold, line, usage: unfinishedUsage(spec, rp.estimated, streamed) });
     if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, 0).catch(() => {});
-    if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
     if (err instanceof ProviderError || err instanceof GatewayError) {
       const reason = err instanceof ProviderError ? err.reason : err.code;
       recordModelFailure(ctx.host.sql, run.id, round, reason);
@@ -119,21 +126,63 @@ export async function callModel(
     throw err;
   }
   const usage = callUsage(spec, result, rp.estimated);
-  const total = result.usage?.totalTokens || usage.promptTokens + usage.completionTokens;
-  if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, total).catch(() => {});
-  if (signal.aborted) return { ok: false, finish: { status: "cancelled", reason: "cancelled while the model was answering" } };
+  if (hold) await settleCallerTokens(env.DB, spec.agentId, hold, usage.promptTokens + usage.completionTokens).catch(() => {});
+  // Cancelled with the answer in — or partly in: the openai SDK ends a stream quietly when it is aborted — it is
+  // charged what it got (issue 33); the hold is settled already.
+  if (signal.aborted) return cancelledCall(ctx, run, spec, { round, hold: null, line, usage });
   noteModelCall(ctx, run.id, {
     ...line,
     call: "ok",
     attempts: result.attempts,
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
+    ...(usage.refused ? { usage_refused: usage.refused } : {}),
     latency_ms: Date.now() - started,
   });
   return { ok: true, answer: { result, usage, started } };
 }
 
-/** The call's usage: the provider's figures (and their cost, when the model is priced), else estimates and no cost. */
+/** The call's fields on the turn's log line, known before the network. */
+type CallLine = { provider: string; model: string; stack_sha256: string; estimated_input_tokens: number };
+
+const CANCELLED: Finish = { status: "cancelled", reason: "cancelled while the model was answering" };
+
+/**
+ * Issue 33: a call cancelled while the model was answering is charged, never 0 — its budget hold settled to `usage`
+ * (unless already settled: `hold` null), and its usage recorded on the run, which ships it to the rollups.
+ */
+async function cancelledCall(
+  ctx: RunContext,
+  run: RunRow,
+  spec: RunSpec,
+  c: { round: number; hold: BudgetHold; line: CallLine; usage: RoundUsage },
+): Promise<{ ok: false; finish: Finish }> {
+  const { usage } = c;
+  if (c.hold) await settleCallerTokens(ctx.host.env.DB, spec.agentId, c.hold, usage.promptTokens + usage.completionTokens).catch(() => {});
+  commitCancelledCall(ctx, run.id, c.round, usage);
+  noteModelCall(ctx, run.id, {
+    ...c.line,
+    call: "cancelled",
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+  });
+  return { ok: false, finish: CANCELLED };
+}
+
+/**
+ * Issue 33: the usage of a call cancelled before its answer was in, with nothing reported: the prompt estimate plus
+ * the tokens of the text streamed so far — or, from a model that does not stream (nothing to go by, and the
+ * provider may finish the answer anyway), its whole output reservation. Unreported, so it has no cost.
+ */
+function unfinishedUsage(spec: RunSpec, estimated: number, streamed: string): RoundUsage {
+  const completion = spec.model.supportsStreaming ? estimateMessagesTokens([{ content: streamed }]) : spec.model.maxOutputTokens;
+  return { promptTokens: estimated, completionTokens: completion, reported: null, costPico: null };
+}
+
+/**
+ * The call's usage: the provider's figures (and their cost, when the model is priced), else estimates and no cost —
+ * also when the provider's figures were refused (issue 33: `acceptUsage`), with the reason.
+ */
 function callUsage(spec: RunSpec, result: ChatResult, estimated: number): RoundUsage {
   const u = result.usage;
   if (!u)
@@ -142,6 +191,7 @@ function callUsage(spec: RunSpec, result: ChatResult, estimated: number): RoundU
       completionTokens: estimateMessagesTokens([{ content: result.content }]),
       reported: null,
       costPico: null,
+      ...(result.usageRefused ? { refused: result.usageRefused } : {}),
     };
   const reported = { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens ?? 0 };
   const pricing = spec.model.pricing;

@@ -3,7 +3,8 @@
  * regrouped) in one place:
  * - before the network: the retrieval traces, then `commitModelRequested` — manifest, `model.requested`,
  *   `llm_req` — in one transaction (issue 23's T1 for a plain turn, with the run's message and row);
- * - during the call: the stream trace, or the failed call's `llm_done`;
+ * - during the call: the stream trace, or the failed call's `llm_done`; a cancelled call's usage and `llm_done`
+ *   (`commitCancelledCall`, issue 33);
  * - after the model: `commitModelReply` — usage, `llm_done`, NOTES traces — in one transaction with either the
  *   reply and the run's terminal state (`commitRunEnd`) or the tool plan (`commitToolPlan`);
  * - after each tool: its result (tool-round.ts), in the transaction that also opens the next round when nothing
@@ -23,6 +24,7 @@ import type { RunSpec } from "./spec";
 import {
   addRunUsage,
   appendTrace,
+  type CallUsage,
   closeToolCall,
   getRun,
   isTerminal,
@@ -90,20 +92,39 @@ export function commitModelReply(ctx: RunContext, run: RunRow, round: number, an
       finish_reason: result.finishReason,
       attempts: result.attempts,
       latency_ms: Date.now() - answer.started,
-      usage: {
-        prompt_tokens: usage.promptTokens,
-        completion_tokens: usage.completionTokens,
-        // Issue 25 §2: whether the provider reported these (false: estimates), the cached part, the cost (pico-USD).
-        reported: usage.reported !== null,
-        ...(usage.reported ? { cached_tokens: usage.reported.cached } : {}),
-        cost_pico: usage.costPico,
-      },
+      usage: usageTrace(usage),
       tool_calls: reply.calls.length,
     });
     for (const t of reply.notesTraces) appendTrace(sql, run.id, t.kind, t.data as Record<string, unknown>);
     // Issue 33: what the conversation has released of the hidden layers, with the reply that released it.
     saveLedger(sql, reply.ledger, reply.ledgerLoaded, reply.verdict.blocked ? reply.verdict.reason : undefined);
   });
+}
+
+/**
+ * Issue 33: a model call cancelled mid-answer still cost tokens: its usage (model-call.ts `unfinishedUsage`) on the
+ * run — so it ships to the rollups with the run's index row — and its `llm_done` trace, in one transaction.
+ */
+export function commitCancelledCall(ctx: RunContext, runId: string, round: number, usage: CallUsage): void {
+  const { sql, storage } = ctx.host;
+  storage.transactionSync(() => {
+    addRunUsage(sql, runId, usage);
+    appendTrace(sql, runId, "llm_done", { round, ok: false, reason: "cancelled", usage: usageTrace(usage) });
+  });
+}
+
+/** A call's usage in its `llm_done` trace. */
+function usageTrace(usage: CallUsage): Record<string, unknown> {
+  return {
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+    // Issue 25 §2: whether the provider reported these (false: estimates), the cached part, the cost (pico-USD);
+    // issue 33: why the provider's figures were refused, when they were.
+    reported: usage.reported !== null,
+    ...(usage.reported ? { cached_tokens: usage.reported.cached } : {}),
+    ...(usage.refused ? { refused: usage.refused } : {}),
+    cost_pico: usage.costPico,
+  };
 }
 
 /** The reply that ends the run (or a failed one's last words), stored before the run's terminal state. */

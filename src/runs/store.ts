@@ -243,6 +243,8 @@ export interface CallUsage {
   reported: { prompt: number; completion: number; cached: number } | null;
   /** Pico-USD; null when the model has no pricing or no usage was reported. */
   costPico: number | null;
+  /** Issue 33: why the provider's usage block was refused (it counts as unreported), for the call's trace. */
+  refused?: string;
 }
 
 /** Adds a model call's token usage (and, issue 25 §2, what the provider reported and its cost) to the run. */

@@ -1,7 +1,7 @@
 /**
  * Budget alert webhooks (issue 25 §2, D-078): a row of the job notifications' outbox (notify.ts), channel `alert`,
- * queued by the SessionDO whose run-stop batch claimed the alert, delivered by the same alarm capability, signed with
- * SCHEDULER_WEBHOOK_SECRET, retried with the same backoff under one `webhook-id` (SHA-256 of the alert and period), and
+ * queued by the SessionDO whose run-stop batch claimed the alert, delivered by the same alarm capability, signed like
+ * a job's webhook (the operator's endpoint key for `v1`, the gateway's key for `v1a`, D-089), retried with the same backoff under one `webhook-id` (SHA-256 of the alert and period), and
  * audited as `usage.alert.notify.*`. The row's key is `alert:<webhook-id>` — there is no run to join: the body is
  * fixed when the alert fires, and `settings.run_id` names the run whose usage crossed the threshold.
  */

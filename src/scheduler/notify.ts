@@ -5,9 +5,11 @@
  * neither an eviction nor a failing receiver loses it — and sent from the
  * object's alarm:
  *
- * - `webhook`: a POST signed with the Standard Webhooks scheme; the
- *   `webhook-id` is derived from the firing's run key, so every retry (and any
- *   duplicate) carries the same id and receivers can dedupe. The body is fixed
+ * - `webhook`: a POST signed with the Standard Webhooks scheme — `v1` with
+ *   the operator's key for that endpoint, `v1a` with the gateway's Ed25519
+ *   key (webhook-keys.ts, D-089); the `webhook-id` is derived from the
+ *   firing's run key, so every retry (and any duplicate) carries the same id
+ *   and receivers can dedupe. The body is fixed
  *   at the first attempt. Network errors, timeouts, 408, 429 and 5xx are
  *   retried with 4× backoff; other answers (and redirects, which are never
  *   followed) fail the delivery at once.
@@ -20,7 +22,7 @@
  * retried until D1 takes it, and recorded as audit events.
  */
 import { enqueueReply } from "../channels/replies";
-import { postSignedWebhook, webhookKey } from "../channels/standard-webhooks";
+import { postSignedWebhook } from "../channels/standard-webhooks";
 import { type RunCompletion, recordedCompletion } from "../runs/completion";
 import { redactText } from "../security/redact";
 import { ensureLazyTables, readLazy } from "../sessions/lazy-tables";
@@ -29,6 +31,10 @@ import { checkUrl } from "../tools/net-policy";
 import { type DueAlertNotify, dueAlertNotifications, nextAlertNotifyAt } from "./alert-notify";
 import type { ChatNotifySpec } from "./chat-notify";
 import { armRunNotify, dueRunNotifications, enqueueRunNotify, nextRunNotifyAt, type RunNotifySpec, runWebhookIdFor } from "./run-notify";
+import { type WebhookOwner, type WebhookSecretsEnv, webhookSigning } from "./webhook-keys";
+
+/** Jobs and budget alerts are the operator's webhooks: signed with the operator's endpoint keys (D-089). */
+const OPERATOR: WebhookOwner = { operator: true };
 
 /**
  * What a run carries about its notification: a job's webhook or chat report (resolved from config by the tick), or an
@@ -138,7 +144,7 @@ type Attempt = { ok: true; httpStatus: number } | { ok: false; retry: boolean; e
 export interface NotifyHost {
   sql: Sql;
   storage: DurableObjectStorage;
-  env: Pick<Env, "DB"> & { SCHEDULER_WEBHOOK_SECRET?: string | undefined };
+  env: Pick<Env, "DB"> & WebhookSecretsEnv;
   secrets: readonly string[];
   /** Records an audit event about the run's notification. */
   audit(eventType: string, runId: string, payload: Record<string, unknown>): void;
@@ -239,7 +245,7 @@ async function deliverOne(host: NotifyHost, row: OutboxRow): Promise<void> {
     });
   if (row.body === null) host.sql.run`UPDATE notify_outbox SET body = ${body} WHERE run_id = ${row.run_id}`;
   const base = { job_id: row.job_id, scheduled_for: row.scheduled_for, channel: row.channel, webhook_id: row.webhook_id };
-  await sendAndRecord(host, row, body, { audit: "job.notify", base, reported: 0 });
+  await sendAndRecord(host, row, body, { audit: "job.notify", base, reported: 0, owner: OPERATOR });
 }
 
 /**
@@ -260,7 +266,14 @@ async function deliverRunNotify(
   if (!row?.body) return;
   const state = (JSON.parse(row.settings) as { state: string }).state;
   const base = { channel: "run", webhook_id: row.webhook_id, state: state.replace(/:\d+$/, "") };
-  await sendAndRecord(host, row, row.body, { audit: "run.notify", base, reported: 1 });
+  const caller = sql.one<{ caller_id: string | null }>`SELECT caller_id FROM runs WHERE id = ${row.run_id}`?.caller_id ?? null;
+  // The caller's own endpoint key: another caller's secret for the same URL does not verify it (D-089).
+  await sendAndRecord(host, row, row.body, {
+    audit: "run.notify",
+    base,
+    reported: 1,
+    owner: caller === null ? null : { callerId: caller },
+  });
 }
 
 /** A budget alert's webhook (alert-notify.ts): its fixed body, audited on the run whose usage fired it. */
@@ -268,23 +281,23 @@ async function deliverAlertNotify(host: NotifyHost, row: DueAlertNotify): Promis
   const { run_id: runId } = JSON.parse(row.settings) as { run_id: string };
   const onRun: NotifyHost = { ...host, audit: (type, _key, payload) => host.audit(type, runId, payload) };
   const base = { channel: "alert", webhook_id: row.webhook_id };
-  await sendAndRecord(onRun, row, row.body, { audit: "usage.alert.notify", base, reported: 1 });
+  await sendAndRecord(onRun, row, row.body, { audit: "usage.alert.notify", base, reported: 1, owner: OPERATOR });
 }
 
 /**
  * Sends one attempt of an armed notification and records it in one transaction: delivered, retried later with the
  * same id and body (4× backoff), or given up — each audited as `<audit>.delivered|retrying|failed`. `reported` 0
- * queues the outcome for D1 (a job's firing); 1 has nothing to mirror.
+ * queues the outcome for D1 (a job's firing); 1 has nothing to mirror. `owner` picks the endpoint's `v1` key.
  */
 async function sendAndRecord(
   host: NotifyHost,
   row: Pick<OutboxRow, "run_id" | "settings" | "attempts" | "target" | "webhook_id">,
   body: string,
-  o: { audit: string; base: Record<string, unknown>; reported: 0 | 1 },
+  o: { audit: string; base: Record<string, unknown>; reported: 0 | 1; owner: WebhookOwner | null },
 ): Promise<void> {
   const { sql, storage } = host;
   const settings = JSON.parse(row.settings) as { maxAttempts: number; retryBaseMs: number; timeoutMs: number };
-  const attempt = await attemptWebhook(host, row, body, settings.timeoutMs);
+  const attempt = await attemptWebhook(host, row, body, settings.timeoutMs, o.owner);
   const attempts = row.attempts + 1;
   const at = new Date();
   const base = { ...o.base, attempt: attempts };
@@ -330,20 +343,26 @@ function runError(stored: string | null, secrets: readonly string[]): { code: st
   }
 }
 
+/**
+ * One signed POST. Nothing is sent unsigned: no master secret, no usable signing key (D-089) or no owner to derive
+ * the endpoint's key for fails the delivery at once, with the reason — retrying would not mend configuration.
+ */
 async function attemptWebhook(
   host: NotifyHost,
   row: Pick<OutboxRow, "target" | "webhook_id">,
   body: string,
   timeoutMs: number,
+  owner: WebhookOwner | null,
 ): Promise<Attempt> {
-  const key = webhookKey(host.env.SCHEDULER_WEBHOOK_SECRET);
-  if (!key) return { ok: false, retry: false, httpStatus: null, error: "SCHEDULER_WEBHOOK_SECRET is not set to a whsec_ secret" };
   const url = checkUrl(row.target);
   if (!url.ok || url.url.protocol !== "https:")
     return { ok: false, retry: false, httpStatus: null, error: "target is not an allowed https URL" };
+  const keys = owner ? await webhookSigning(host.env, owner, url.url) : { ok: false as const, error: "the run has no caller to sign for" };
+  if (!keys.ok) return { ok: false, retry: false, httpStatus: null, error: keys.error };
   const sent = await postSignedWebhook({
     url: url.url.toString(),
-    key,
+    key: keys.key,
+    signer: keys.signer,
     id: row.webhook_id,
     body,
     timeoutMs,

@@ -4,8 +4,9 @@
  * stops — completed, failed, cancelled — or waits for an approval.
  *
  * It is a row of the job notifications' outbox (notify.ts), channel `run`, queued in the transaction that queues the
- * run, delivered by the same alarm pass, signed with the same secret (SCHEDULER_WEBHOOK_SECRET), retried with the same
- * backoff under one `webhook-id`, and audited (`run.notify.*`). One row per run, re-armed per state: the row holds the
+ * run, delivered by the same alarm pass, signed like them but with the caller's own endpoint key for `v1` (derived from
+ * SCHEDULER_WEBHOOK_SECRET for the run's caller and the URL, webhook-keys.ts, D-089) beside the gateway's `v1a`,
+ * retried with the same backoff under one `webhook-id`, and audited (`run.notify.*`). One row per run, re-armed per state: the row holds the
  * message being sent (or last sent) and the state it is about (`settings.state`); when the run reaches another
  * notifiable state and that message has settled, the row is armed again with a new body and a new webhook-id. Each
  * approval pause is its own state (`awaiting_approval:<round>`), so a run that pauses twice notifies twice. A state the

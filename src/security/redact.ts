@@ -5,6 +5,7 @@
  */
 import { MIN_SECRET_LENGTH, type SecretSpan, secretMatcher } from "./secret-forms";
 import { SECRET_VALUE_PATTERNS } from "./secret-patterns";
+import { privateKeyParts } from "./signing-key";
 
 const GLOBAL_PATTERNS = SECRET_VALUE_PATTERNS.map(({ name, pattern }) => ({
   name,
@@ -47,6 +48,8 @@ export function secretValuesFromEnv(env: object): string[] {
     if (typeof value !== "string" || !SECRET_ENV_NAME.test(name)) continue;
     values.push(value);
     if (name === "GATEWAY_API_TOKENS") for (const entry of value.split(",")) values.push(entry.slice(entry.indexOf(":") + 1).trim());
+    // The signing key is JSON holding a public x beside the private d: the d alone must be redacted too (D-089).
+    if (name === "GATEWAY_SIGNING_KEY") values.push(...privateKeyParts(value));
   }
   // Inbound secrets replaced through the admin API, still accepted during the rotation overlap (stored-secrets.ts).
   const previous = (env as Record<symbol, Record<string, { value: string }> | undefined>)[Symbol.for("sophie.previousSecrets")];

@@ -28,8 +28,17 @@ export const GATEWAY_SECRET_NAMES = [
   "TELEGRAM_WEBHOOK_SECRET",
 ] as const;
 
-/** Set with `wrangler secret put` only: they protect the store and the admin API. */
-export const DEPLOYMENT_ONLY_SECRETS = ["GATEWAY_ADMIN_TOKEN", "SECRETS_ENCRYPTION_KEY"] as const;
+/**
+ * Set with `wrangler secret put` only: they protect the store and the admin API, or — the signing key and the
+ * retired public keys published beside it (D-089) — say what the gateway signed, which a leaked admin token must not
+ * be able to change.
+ */
+export const DEPLOYMENT_ONLY_SECRETS = [
+  "GATEWAY_ADMIN_TOKEN",
+  "SECRETS_ENCRYPTION_KEY",
+  "GATEWAY_SIGNING_KEY",
+  "GATEWAY_SIGNING_KEYS_RETIRED",
+] as const;
 
 const PROVIDER_KEY = /^[A-Z][A-Z0-9_]{0,31}_API_KEY$/;
 

@@ -1,7 +1,10 @@
 /**
  * Network policy for `http.get` (S4 §4), pure and synchronous: which URLs may
  * be fetched at all (SSRF protection) and whether a session's capabilities
- * (S4 §1.1) allow a host.
+ * (S4 §1.1) allow a host. `checkUrl` is the gateway's one outbound URL check
+ * (issue 33, D-088): `http.get`, job and completion webhooks, usage alert
+ * webhooks and, through `checkPublicHttpsUrl`, the channels' API base URLs and
+ * reply URL all go through it.
  *
  * `checkUrl` trusts the WHATWG URL parser to normalise the host first — it
  * turns `2130706433`, `0177.0.0.1`, `0x7f.1`, `127.1`, `%31%32%37.0.0.1` and
@@ -28,10 +31,17 @@
  *   `::a.b.c.d`, 64:ff9b::/96 and 64:ff9b:1::/48 NAT64, 6to4, Teredo) are
  *   refused whatever IPv4 address they carry.
  * - Names: `localhost`, `*.localhost`, `*.local`, `*.internal` (incl.
- *   `metadata.google.internal`), `*.localdomain`, `*.arpa`, `*.lan`, `*.home`,
- *   `*.corp`, `metadata`, `instance-data` and every single-label name (they
+ *   `metadata.google.internal`), `*.localdomain`, `*.arpa` (incl. `home.arpa`),
+ *   `*.lan`, `*.home`, `*.corp`, `*.intranet`, `*.svc` (Kubernetes services),
+ *   `*.consul`, `metadata`, `instance-data` and every single-label name (they
  *   resolve through internal search domains) are refused. Trailing dots are
  *   ignored (`localhost.` is `localhost`).
+ * - Special-use names that no public host has (RFC 6761, RFC 7686, RFC 9476):
+ *   `*.test`, `*.example`, `*.invalid`, `*.onion`, `*.alt` — a resolver that
+ *   answers for them is a private one. Checked after the wildcard-DNS rules,
+ *   so a name embedding a private address keeps that reason. `*.test` is the
+ *   test suite's mock network: `allowTestTldForTests` lets it through, and
+ *   nothing else (D-088).
  * - Wildcard-DNS services whose names resolve to any address they spell
  *   (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`, `localtest.me`, `*.lvh.me`, …)
  *   are refused by suffix (WILDCARD_DNS_SUFFIXES, a maintained list), and so is
@@ -54,7 +64,8 @@ export type UrlRefusal =
   | "port"
   | "private_address"
   | "internal_hostname"
-  | "wildcard_dns";
+  | "wildcard_dns"
+  | "special_use_name";
 
 export type UrlCheck = { ok: true; url: URL; host: string } | { ok: false; reason: UrlRefusal };
 
@@ -66,7 +77,24 @@ const ALLOWED_PORTS = new Set(["", "80", "443"]);
 const INTERNAL_NAMES = new Set(["localhost", "metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal"]);
 
 /** Name suffixes refused: the name itself and everything under it. */
-const INTERNAL_SUFFIXES = ["localhost", "local", "internal", "localdomain", "arpa", "lan", "home", "corp"];
+const INTERNAL_SUFFIXES = ["localhost", "local", "internal", "localdomain", "arpa", "lan", "home", "corp", "intranet", "svc", "consul"];
+
+/** Special-use top-level names (IANA's Special-Use Domain Names registry) that no public host is under. */
+const SPECIAL_USE_SUFFIXES = ["test", "example", "invalid", "onion", "alt"];
+
+/**
+ * The one escape hatch (D-088): while on, names under `.test` (RFC 6761 §6.2, reserved for testing and never
+ * delegated) pass, so the test suite can address its mock network (test/support/outbound.ts). Off unless a test
+ * turns it on (test/support/test-hosts.ts, a setup file of the workers project); no module under src/ or scripts/
+ * calls it (test/build/url-escape-hatch.test.ts), so no configuration, secret or request can open it. It admits
+ * `.test` and nothing else: loopback, private addresses and every other refused name stay refused.
+ */
+let testTldAllowed = false;
+
+/** Turns the `.test` escape hatch on or off in this isolate; for tests only (see `testTldAllowed`). */
+export function allowTestTldForTests(on: boolean): void {
+  testTldAllowed = on;
+}
 
 /**
  * Domains (and all their subdomains) of public wildcard-DNS and DNS-rebinding services, and of names that
@@ -146,7 +174,33 @@ function judgeHost(host: string): UrlRefusal | null {
   if (INTERNAL_SUFFIXES.some((suffix) => host === suffix || host.endsWith(`.${suffix}`))) return "internal_hostname";
   if (WILDCARD_DNS_SUFFIXES.some((suffix) => host === suffix || host.endsWith(`.${suffix}`))) return "wildcard_dns";
   if (embeddedIpv4(host).some((addr) => !ipv4IsPublic(addr))) return "wildcard_dns";
+  const special = SPECIAL_USE_SUFFIXES.find((suffix) => host === suffix || host.endsWith(`.${suffix}`));
+  if (special !== undefined && !(special === "test" && testTldAllowed)) return "special_use_name";
   return null;
+}
+
+/** What each refusal means for a URL the gateway sends to, as "<key>: <words>" (the admin's and the API's 400s). */
+export const URL_RULES: Record<UrlRefusal, string> = {
+  invalid_url: "is not a valid URL",
+  too_long: `must be at most ${MAX_URL_LENGTH} characters`,
+  scheme: "must be an https URL",
+  userinfo: "must not carry credentials (user:password@)",
+  port: "must use the default https port",
+  private_address: "must not point at a private, loopback or link-local address",
+  internal_hostname: "must not point at an internal host name",
+  wildcard_dns: "must not use a wildcard-DNS name that maps to an address",
+  special_use_name: "must not use a special-use domain name (.test, .example, .invalid, .onion, .alt)",
+};
+
+/**
+ * `checkUrl`, then https only: the rule for every URL the gateway posts to or calls with a credential (completion
+ * webhooks, channel API bases and reply URLs). A refusal is `URL_RULES`' words (checkUrl's order, https last).
+ */
+export function checkPublicHttpsUrl(raw: string): { ok: true; url: URL } | { ok: false; problem: string } {
+  const checked = checkUrl(raw);
+  if (!checked.ok) return { ok: false, problem: URL_RULES[checked.reason] };
+  if (checked.url.protocol !== "https:") return { ok: false, problem: URL_RULES.scheme };
+  return { ok: true, url: checked.url };
 }
 
 /**

@@ -8,9 +8,9 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { corpus } from "../fixtures/disclosure/make-adversarial-corpus";
-import { type CorpusReply, type CorpusSpread, countedSequences, releasedSequences } from "../support/disclosure-corpus";
-import { FAMILIES } from "../support/disguise-families";
+import { corpus } from "../fixtures/disclosure/make-adversarial-corpus.ts";
+import { type CorpusReply, type CorpusSpread, countedSequences, releasedSequences } from "../support/disclosure-corpus.ts";
+import { FAMILIES } from "../support/disguise-families.ts";
 
 const file = join(import.meta.dirname, "..", "fixtures", "disclosure", "adversarial-corpus.json");
 /** The benign answers (184, eight kinds) the false-refusal rate is measured on, pinned the same way. */

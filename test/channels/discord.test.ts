@@ -291,12 +291,17 @@ describe("Discord adapter", () => {
     expect(await verifyDiscordSignature("f".repeat(64), headers, raw, now)).toEqual({ ok: false, reason: "signature" });
   });
 
-  it("ISSUE24-4 channels.discord: defaults, unknown keys rejected, http only for loopback", () => {
+  it("ISSUE24-4 channels.discord: defaults, unknown keys rejected, public https only (ISSUE33: no loopback http either)", () => {
     const config = (channels?: Record<string, unknown>) => runConfig(uniqueHost("ok"), channels ? { channels } : {});
     expect(config({ discord: { enabled: true } }).channels.discord).toEqual({ enabled: true, apiBaseUrl: "https://discord.com/api/v10" });
     expect(config().channels.discord).toEqual({ enabled: false, apiBaseUrl: "https://discord.com/api/v10" });
-    expect(config({ discord: { enabled: true, apiBaseUrl: "http://127.0.0.1:8787/api/v10/" } }).channels.discord.apiBaseUrl).toBe(
-      "http://127.0.0.1:8787/api/v10",
+    // Issue 33 (D-088) withdrew the loopback exception this line used to accept: a bot token is never sent to a
+    // loopback or private address, over http or https.
+    expect(() => config({ discord: { enabled: true, apiBaseUrl: "http://127.0.0.1:8787/api/v10/" } })).toThrow(
+      '[{"path":"channels.discord.apiBaseUrl","message":"must use the default https port"}]',
+    );
+    expect(config({ discord: { enabled: true, apiBaseUrl: "https://discord.com/api/v10/" } }).channels.discord.apiBaseUrl).toBe(
+      "https://discord.com/api/v10",
     );
     expect(() => config({ discord: { enabled: true, botToken: "x" } })).toThrow(/channels\.discord.*botToken|botToken.*channels\.discord/);
     expect(() => config({ discord: { enabled: true, apiBaseUrl: "http://discord.example/api" } })).toThrow(/channels\.discord\.apiBaseUrl/);

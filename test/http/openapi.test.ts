@@ -160,7 +160,7 @@ describe("OpenAPI 3.1 at /openapi.json", () => {
     );
   });
 
-  it("every operation documents the error envelope for at least one 4xx (only the input-less document itself cannot fail)", async () => {
+  it("every operation documents the error envelope for at least one 4xx (only the input-less documents — this one, the JWKS — cannot fail)", async () => {
     const doc = await document();
     const missing: string[] = [];
     const inputless: string[] = [];
@@ -175,7 +175,8 @@ describe("OpenAPI 3.1 at /openapi.json", () => {
       }
     }
     expect(missing).toEqual([]);
-    expect(inputless).toEqual(["get /openapi.json"]);
+    // D-089: the public key set takes nothing either; it can only be unavailable (503), which it documents.
+    expect(inputless).toEqual(["get /.well-known/jwks.json", "get /openapi.json"]);
   });
 
   it("is OpenAPI 3.1 with an info block, bearer schemes and, on every operation, responses and the credential it needs", async () => {

@@ -9,6 +9,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { verifyWebhook, webhookKey } from "../../src/channels/standard-webhooks";
 import { runWebhookIdFor } from "../../src/scheduler/run-notify";
+import { endpointSecret } from "../../src/scheduler/webhook-keys";
 import ssrf from "../fixtures/ssrf-targets.json";
 import { requestsTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import type { ReceivedHook } from "../support/outbound";
@@ -17,7 +18,6 @@ import { ADMIN, ALICE, type App, appFor, call, readResponse, registerTestTools, 
 registerTestTools();
 
 const NOTIFY = { notify: { maxAttempts: 3, retryBaseMs: 100, timeoutMs: 1000 } };
-const KEY = webhookKey(env.SCHEDULER_WEBHOOK_SECRET) as Uint8Array;
 const hookHost = (scenario: string) => `${scenario}-${crypto.randomUUID().slice(0, 8)}.hook.test`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const today = () => new Date().toISOString().slice(0, 10);
@@ -54,10 +54,14 @@ async function post(app: App, path: string, body: unknown, o: { headers?: Record
   return readResponse(res);
 }
 
-/** The signature check a receiver makes (Standard Webhooks rules, now). */
+/**
+ * The signature check a receiver makes (Standard Webhooks rules, now), with the `v1` secret of alice's endpoint (D-089:
+ * each caller's endpoint has its own key, as `GET /v1/webhook-secret?url=` hands it out).
+ */
 async function verdict(hook: ReceivedHook) {
+  const secret = await endpointSecret(env, { callerId: "alice" }, new URL(`https://${hook.host}${hook.path}`));
   return verifyWebhook(
-    KEY,
+    webhookKey(secret ?? undefined),
     {
       id: hook.headers["webhook-id"] ?? null,
       timestamp: hook.headers["webhook-timestamp"] ?? null,

@@ -13,6 +13,7 @@ import { createLogger } from "../../src/observability/logger";
 import { createJob, JobWrite } from "../../src/scheduler/jobs";
 import { webhookIdFor } from "../../src/scheduler/notify";
 import { runSchedulerTick } from "../../src/scheduler/tick";
+import { endpointSecret } from "../../src/scheduler/webhook-keys";
 import { runConfig } from "../support/config";
 import type { ReceivedHook } from "../support/outbound";
 import { ADMIN, appFor, call, until } from "../support/runs";
@@ -20,7 +21,6 @@ import { ADMIN, appFor, call, until } from "../support/runs";
 const NOTIFY = { notify: { maxAttempts: 3, retryBaseMs: 100, timeoutMs: 1000 } };
 const CONFIG = runConfig("ok-notify.provider.test", { agentId: "notifier", agent: { tools: { allow: [] } }, scheduler: NOTIFY });
 const app = appFor(CONFIG);
-const KEY = webhookKey(env.SCHEDULER_WEBHOOK_SECRET) as Uint8Array;
 
 const host = (scenario: string) => `${scenario}-${crypto.randomUUID().slice(0, 8)}.hook.test`;
 
@@ -88,8 +88,10 @@ describe("S3 §4 notify: webhook", () => {
     expect(hook?.path).toBe("/hooks/jobs");
     expect(hook?.headers["webhook-id"]).toBe(await webhookIdFor("report", "2030-01-01T11:00:00.000Z"));
     expect(hook?.headers["content-type"]).toBe("application/json");
+    // D-089: the operator's own key for this endpoint (GET /api/admin/webhook-secret?url= hands it out).
+    const secret = await endpointSecret(env, { operator: true }, new URL(`https://${target}/hooks/jobs`));
     const verdict = await verifyWebhook(
-      KEY,
+      webhookKey(secret ?? undefined),
       {
         id: hook?.headers["webhook-id"] ?? null,
         timestamp: hook?.headers["webhook-timestamp"] ?? null,

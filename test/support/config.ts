@@ -92,6 +92,11 @@ export async function scriptProvider(host: string, steps: import("./outbound").S
   await fetch(`https://mock.control/script?host=${encodeURIComponent(host)}`, { method: "POST", body: JSON.stringify(steps) });
 }
 
+/** Opens a gated `script-…` host's gate (issue 33, `gate` in its step): its stream sends its content from here on. */
+export async function openGate(host: string): Promise<void> {
+  await fetch(`https://mock.control/open?host=${encodeURIComponent(host)}`, { method: "POST" });
+}
+
 /** The request bodies a `script-…` host received. */
 export async function bodiesSentTo(host: string): Promise<{ model: string; stream?: boolean; messages: any[]; tools?: any[] }[]> {
   return (await fetch(`https://mock.control/bodies?host=${encodeURIComponent(host)}`)).json();

@@ -9,7 +9,7 @@
  * Sequences made only of the common words below (and shorter than 16 letters) are not counted: "if you are not
  * sure" is English, not a disclosure.
  */
-import { FAMILIES, readingsOf } from "./disguise-families";
+import { FAMILIES, readingsOf } from "./disguise-families.ts";
 
 /** English function words: a 5-word sequence of these alone is not counted as hidden text. */
 // biome-ignore format: one list

@@ -18,7 +18,7 @@ export interface DisguiseFamily {
 }
 
 const enc = new TextEncoder();
-const dec = new TextDecoder("utf-8", { fatal: false });
+const dec = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 const bytesOf = (t: string) => [...enc.encode(t)];
 const b64 = (t: string) => btoa(String.fromCharCode(...enc.encode(t)));
 const mapLetters = (t: string, f: (i: number) => number) =>

@@ -47,54 +47,126 @@ export interface ScriptStep {
   } | null;
   /** A misbehaving provider: a plain JSON completion even to a streaming request (`body`), or one with no choices. */
   misbehave?: "json_to_stream" | "no_choices";
+  /**
+   * Issue 33: the usage block as raw JSON text, sent as written — for what `usage` cannot carry: 2^53+1 (which
+   * JSON.stringify would round), strings, missing fields.
+   */
+  usage_raw?: string;
+  /** Streamed, issue 33: the usage chunk goes after this many content pieces instead of at the end (usage reported mid-stream). */
+  usage_after_chunks?: number;
+  /**
+   * Issue 33: streamed, after the role chunk the content waits until the test opens the host's gate
+   * (`POST https://mock.control/open?host=<host>`), so a test can watch the run before any text arrives; not
+   * streamed, the whole answer waits for it.
+   */
+  gate?: boolean;
+  /** Streamed, issue 33: after the content the stream stays open — no finish, no [DONE] — until the caller hangs up (a cancel). */
+  stall?: boolean;
 }
 const scripts = new Map<string, ScriptStep[]>();
 const bodies = new Map<string, unknown[]>();
+/** Issue 33: each gated host's gate; opened by the test, possibly before the request that waits on it arrives. */
+const gates = new Map<string, { opened: Promise<void>; open: () => void }>();
+
+/** The host's gate, made closed on first use (by its request or by the test's open, whichever comes first). */
+function gateOf(host: string): { opened: Promise<void>; open: () => void } {
+  let gate = gates.get(host);
+  if (!gate) {
+    let open = () => {};
+    const opened = new Promise<void>((r) => {
+      open = r;
+    });
+    gate = { opened, open };
+    gates.set(host, gate);
+  }
+  return gate;
+}
+
+/** The usage block's JSON text: raw as scripted, the default, or none (null: the provider reports no usage). */
+function usageText(step: Pick<ScriptStep, "usage" | "usage_raw">): string | null {
+  if (step.usage_raw !== undefined) return step.usage_raw;
+  if (step.usage === null) return null;
+  return JSON.stringify(step.usage ?? { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
+}
+
+/** `body` as JSON text with its `usage` field set to the raw `usage` text (or left out). */
+function withUsage(body: Record<string, unknown>, usage: string | null): string {
+  if (usage === null) return JSON.stringify(body);
+  return JSON.stringify({ ...body, usage: "__USAGE__" }).replace('"__USAGE__"', usage);
+}
 
 function completion(
   model: string,
   stream: boolean,
   content: string | null,
   toolCalls: ScriptStep["tool_calls"],
-  usage: ScriptStep["usage"],
-  pacing: Pick<ScriptStep, "chunks" | "chunk_delay_ms"> = {},
+  step: Omit<ScriptStep, "content" | "tool_calls">,
+  host = "",
 ) {
   const calls = toolCalls?.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } }));
   const finish = calls?.length ? "tool_calls" : "stop";
-  const u = usage === null ? undefined : (usage ?? { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
-  if (stream) {
-    const chunk = (delta: object, finishReason: string | null = null) =>
-      `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
-    const parts = [chunk({ role: "assistant" })];
-    for (const piece of pacing.chunks ?? (content ?? "").match(/.{1,3}/gs) ?? []) parts.push(chunk({ content: piece }));
-    let out = "";
-    if (calls?.length) out += chunk({ tool_calls: calls.map((t, index) => ({ index, ...t })) });
-    out += chunk({}, finish);
-    if (u)
-      out += `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [], usage: u })}\n\n`;
-    parts.push(`${out}data: [DONE]\n\n`);
-    if (!pacing.chunk_delay_ms) return new Response(parts.join(""), { headers: { "content-type": "text/event-stream" } });
-    const encoder = new TextEncoder();
-    const paced = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        const next = parts.shift();
-        if (next === undefined) return controller.close();
-        await new Promise((r) => setTimeout(r, pacing.chunk_delay_ms));
-        controller.enqueue(encoder.encode(next));
-      },
-    });
-    return new Response(paced, { headers: { "content-type": "text/event-stream" } });
-  }
-  return json({
+  const u = usageText(step);
+  if (stream) return streamedCompletion(model, content, calls, finish, u, step, host);
+  const message = { role: "assistant", content, ...(calls?.length ? { tool_calls: calls } : {}) };
+  const body = {
     id: "chatcmpl-mock",
     object: "chat.completion",
     created: 0,
     model,
-    choices: [
-      { index: 0, message: { role: "assistant", content, ...(calls?.length ? { tool_calls: calls } : {}) }, finish_reason: finish },
-    ],
-    ...(u ? { usage: u } : {}),
+    choices: [{ index: 0, message, finish_reason: finish }],
+  };
+  return new Response(withUsage(body, u), { headers: { "content-type": "application/json" } });
+}
+
+/** A streamed completion: the role chunk, the content pieces, tool calls, finish and usage — paced, gated or stalled as scripted. */
+function streamedCompletion(
+  model: string,
+  content: string | null,
+  calls: { id: string; type: string; function: { name: string; arguments: string } }[] | undefined,
+  finish: string,
+  u: string | null,
+  step: Omit<ScriptStep, "content" | "tool_calls">,
+  host: string,
+) {
+  const chunk = (delta: object, finishReason: string | null = null) =>
+    `data: ${JSON.stringify({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
+  const usageChunk =
+    u === null ? "" : `data: ${withUsage({ id: "chatcmpl-mock", object: "chat.completion.chunk", created: 0, model, choices: [] }, u)}\n\n`;
+  const parts = [chunk({ role: "assistant" })];
+  const pieces = step.chunks ?? (content ?? "").match(/.{1,3}/gs) ?? [];
+  for (const [i, piece] of pieces.entries()) {
+    if (i === step.usage_after_chunks) parts.push(usageChunk);
+    parts.push(chunk({ content: piece }));
+  }
+  let out = "";
+  if (calls?.length) out += chunk({ tool_calls: calls.map((t, index) => ({ index, ...t })) });
+  out += chunk({}, finish);
+  if (step.usage_after_chunks === undefined || step.usage_after_chunks >= pieces.length) out += usageChunk;
+  if (!step.stall) parts.push(`${out}data: [DONE]\n\n`);
+  if (!step.chunk_delay_ms && !step.gate && !step.stall)
+    return new Response(parts.join(""), { headers: { "content-type": "text/event-stream" } });
+  const encoder = new TextEncoder();
+  const gate = step.gate ? gateOf(host) : null;
+  let hungUp = () => {};
+  const hangUp = new Promise<void>((r) => {
+    hungUp = r;
   });
+  let sent = 0;
+  const paced = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (sent === 1 && gate) await gate.opened;
+      const next = parts.shift();
+      // Stalled: nothing more until the caller hangs up.
+      if (next === undefined) return step.stall ? hangUp : controller.close();
+      if (step.chunk_delay_ms) await new Promise((r) => setTimeout(r, step.chunk_delay_ms));
+      sent++;
+      controller.enqueue(encoder.encode(next));
+    },
+    cancel() {
+      hungUp();
+    },
+  });
+  return new Response(paced, { headers: { "content-type": "text/event-stream" } });
 }
 
 async function scriptedAnswer(host: string, request: Request, url: URL): Promise<Response> {
@@ -104,10 +176,12 @@ async function scriptedAnswer(host: string, request: Request, url: URL): Promise
   const step = scripts.get(host)?.shift();
   if (!step) return json({ error: { message: "script exhausted", type: "server_error" } }, 500);
   if (step.delay_ms) await new Promise((r) => setTimeout(r, step.delay_ms));
+  // Issue 33: a gated plain completion is held whole until the test opens the gate (a call in flight, for a cancel).
+  if (step.gate && body.stream !== true) await gateOf(host).opened;
   if (step.status) return json({ error: { message: `scripted ${step.status}`, type: "scripted" } }, step.status);
   if (step.misbehave === "no_choices") return json({ id: "chatcmpl-empty", object: "chat.completion", model: body.model, choices: [] });
-  if (step.misbehave === "json_to_stream") return completion(body.model, false, step.content ?? null, step.tool_calls, step.usage);
-  return completion(body.model, body.stream === true, step.content ?? null, step.tool_calls, step.usage, step);
+  if (step.misbehave === "json_to_stream") return completion(body.model, false, step.content ?? null, step.tool_calls, step);
+  return completion(body.model, body.stream === true, step.content ?? null, step.tool_calls, step, host);
 }
 
 /** Models the `ok` scenario's provider lists. */
@@ -354,6 +428,10 @@ export async function outboundService(request: Request): Promise<Response> {
       return json({ ok: true });
     }
     if (url.pathname === "/bodies" && host) return json(bodies.get(host) ?? []);
+    if (url.pathname === "/open" && host) {
+      gateOf(host).open();
+      return json({ ok: true });
+    }
     if (url.pathname === "/hooks" && host) return json(hooks.filter((h) => h.host === host));
     if (url.pathname === "/platform" && host) return json(platformPosts.filter((p) => p.host === host));
     return json(host ? recorded.filter((r) => r.host === host) : recorded);

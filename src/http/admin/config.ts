@@ -1,6 +1,6 @@
 /**
  * Operator views and secrets (S3 §5 "Dashboard Admin APIs", DESIGN §3):
- *   GET    /api/admin/status              recent runs, the default model and its provider's readiness
+ *   GET    /api/admin/status              recent runs, the default model and its provider's readiness, the signing key's state
  *   GET    /api/admin/config              the configuration in force, sensitive values blanked (ETag: "<version>")
  *   POST   /api/admin/config              a whole new config, validated like the bundled file → 201 {version, sha256, created_at}
  *   GET    /api/admin/config/versions     the version in force and the posted versions, newest first
@@ -32,6 +32,7 @@ import { listRuns } from "../../runs/index-d1";
 import { deploymentConfig, secretDestinations, secretOrigins, unboundDestinations, urlOrigin } from "../../security/secret-origins";
 import { detectSecretValue, isSecretFieldName } from "../../security/secret-patterns";
 import { deleteSecret, listSecrets, MAX_SECRET_VALUE_CHARS, putSecret, SECRET_NAME, secretsKey } from "../../security/secrets-store";
+import { gatewaySigningKeys } from "../../security/signing-key";
 import { isOriginBoundSecret, ROTATION_OVERLAP_SECRETS, storableSecretName } from "../../security/stored-secrets";
 import { forgetAdminGenerations } from "../../storage/admin-generation";
 import { MAX_JSON_DEPTH, requireJsonBody, withinJsonDepth } from "../middleware/json-body";
@@ -243,6 +244,7 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
     const deployment = secretOrigins(deploymentConfig(config, c.get("configSource").source));
     const validation = await c.get("startupValidator").check(c.env, config, c.get("logger"), deployment);
     const runs = await listRuns(c.env.DB, { limit: 20 });
+    const signing = await gatewaySigningKeys(c.env);
     return c.json(
       {
         model: { ref: model.ref, provider: model.providerId, api_model_id: model.apiModelId, local: model.local },
@@ -253,6 +255,8 @@ export function adminConfigRoutes(): OpenAPIHono<AppEnv> {
           ...(validation.reason ? { reason: validation.reason } : {}),
           ...(validation.message ? { message: validation.message } : {}),
         },
+        // D-089: what signs webhooks; a key that cannot sign is named here before a webhook is refused for it.
+        signing_key: signing.ok ? { status: "ok", kid: signing.signer.kid } : { status: "unusable", message: signing.problem },
         runs,
       },
       200,

@@ -8,6 +8,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Door } from "../callers";
 import { requireScope } from "../middleware/auth";
 import { type AppEnv, createRouter } from "../router";
+import { webhookSecretRoutes } from "../webhook-secret";
 import { adminApprovalRoutes } from "./approvals";
 import { adminAuditRoutes } from "./audit";
 import { adminChannelSenderRoutes } from "./channel-senders";
@@ -45,5 +46,6 @@ export function adminRoutes(): OpenAPIHono<AppEnv> {
   admin.route("/", adminChannelSenderRoutes());
   admin.route("/", adminKeyRoutes());
   admin.route("/", adminUsageRoutes());
+  admin.route("/", webhookSecretRoutes("admin"));
   return admin;
 }

@@ -26,6 +26,7 @@ import {
   listJobs,
   replaceJob,
 } from "../../scheduler/jobs";
+import { signingKeyProblem } from "../../scheduler/webhook-keys";
 import { requireJsonBody } from "../middleware/json-body";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { RunCompletionSchema } from "../run-schemas";
@@ -224,17 +225,15 @@ async function validWrite(c: Context<AppEnv>): Promise<{ job: JobWrite; unavaila
   if (!Object.hasOwn(c.get("config").agents, job.agent_id)) {
     throw new GatewayError("invalid.request", `agent_id: unknown agent "${job.agent_id}"`);
   }
-  return { job, unavailable: notifyUnavailable(c, job.notify.channel) };
+  return { job, unavailable: await notifyUnavailable(c, job.notify.channel) };
 }
 
-/** Why a job cannot report to `channel` now: webhooks need their signing secret, a chat its enabled channel and bot token. */
-function notifyUnavailable(c: Context<AppEnv>, channel: string): GatewayError | null {
-  if (channel === "webhook" && !webhookKey(c.env.SCHEDULER_WEBHOOK_SECRET)) {
-    return new GatewayError(
-      "invalid.request",
-      "notify.channel: webhook notifications need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway",
-    );
-  }
+/**
+ * Why a job cannot report to `channel` now: webhooks need their master secret and the gateway's signing key (D-089),
+ * a chat its enabled channel and bot token.
+ */
+async function notifyUnavailable(c: Context<AppEnv>, channel: string): Promise<GatewayError | null> {
+  if (channel === "webhook") return webhookUnavailable(c.env);
   if (!isChatNotifyChannel(channel)) return null;
   if (!c.get("config").channels[channel].enabled) {
     return new GatewayError(
@@ -250,6 +249,17 @@ function notifyUnavailable(c: Context<AppEnv>, channel: string): GatewayError | 
     );
   }
   return null;
+}
+
+async function webhookUnavailable(env: Env): Promise<GatewayError | null> {
+  if (!webhookKey(env.SCHEDULER_WEBHOOK_SECRET)) {
+    return new GatewayError(
+      "invalid.request",
+      "notify.channel: webhook notifications need the SCHEDULER_WEBHOOK_SECRET secret (whsec_…), which is not set on this gateway",
+    );
+  }
+  const problem = await signingKeyProblem(env);
+  return problem ? new GatewayError("invalid.request", `notify.channel: webhook notifications cannot be signed: ${problem}`) : null;
 }
 
 function refused(r: JobWriteRefusal, jobId: string): GatewayError {

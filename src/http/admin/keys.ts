@@ -8,6 +8,10 @@
  *   DELETE /api/admin/keys/{key_id}          revokes the key → 200 with the record
  * Each change is audited in the gateway's own stream (`api_key.created`, `.rotated`, `.updated`, `.revoked`) with
  * the key id, never the key.
+ *
+ * Issue 33 (D-087): a key acting as a caller GATEWAY_API_TOKENS also names would merge the two into one tenant
+ * (sessions, runs, budgets and limits are keyed by the caller id). Creating or patching such a key is 409 unless the
+ * admin says `share_caller: true` (moving that caller to key records), which the record shows and the audit keeps.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
@@ -15,13 +19,18 @@ import { GATEWAY_AUDIT_AGENT } from "../../config/schema";
 import { GatewayError } from "../../errors";
 import { KEY_ID, mintSecret, newKeyId } from "../../keys/format";
 import { forgetKey, KEY_PROPAGATION_MS } from "../../keys/lookup";
-import { insertKey, type KeyChanges, type KeyRecord, listKeys, revokeKey, rotateKey, updateKey } from "../../keys/store";
+import { findKey, insertKey, type KeyChanges, type KeyRecord, listKeys, revokeKey, rotateKey, updateKey } from "../../keys/store";
 import { AGENT_ID } from "../../sessions/keys";
+import { envCallers } from "../middleware/auth";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { invalidListQuery, keyset, NextCursor, pageQuery } from "./paging";
 
 const json = (schema: z.ZodType) => ({ "application/json": { schema } });
 const unauthorized = { description: "Missing or invalid token", content: json(ErrorEnvelope) };
+const sharedCallerConflict = {
+  description: "caller_id is a caller of GATEWAY_API_TOKENS and share_caller is not true",
+  content: json(ErrorEnvelope),
+};
 
 const Limits = z
   .strictObject({
@@ -49,6 +58,14 @@ const CreateKey = z
       .optional()
       .openapi({ description: "When the key stops working (ISO 8601, in the future)" }),
     limits: Limits.optional(),
+    share_caller: z
+      .boolean()
+      .optional()
+      .openapi({
+        description:
+          "true: `caller_id` may be a caller of GATEWAY_API_TOKENS, and the key shares its runs, conversations, budgets and " +
+          "limits on purpose (moving that caller to key records); without it such a caller_id is 409",
+      }),
   })
   .openapi("ApiKeyCreate");
 
@@ -62,6 +79,9 @@ const UpdateKey = z
       .optional()
       .openapi({ description: "A new expiry in the future, or null for none" }),
     limits: Limits.optional().openapi({ description: "Replaces the key's limits (`{}` removes them)" }),
+    share_caller: z.boolean().optional().openapi({
+      description: "Shares the caller with GATEWAY_API_TOKENS on purpose, or stops (409 while an env token names the caller)",
+    }),
   })
   .openapi("ApiKeyUpdate");
 
@@ -78,6 +98,10 @@ const KeyView = z
     expires_at: z.string().nullable(),
     revoked_at: z.string().nullable(),
     limits: Limits,
+    share_caller: z
+      .literal(true)
+      .optional()
+      .openapi({ description: "Present (true) only on a key that shares its caller with GATEWAY_API_TOKENS on purpose" }),
   })
   .openapi("ApiKey");
 
@@ -99,6 +123,7 @@ const createRouteDef = createRoute({
     201: { description: "Created: the key, shown once", content: json(KeyWithSecret) },
     400: { description: "Invalid body: an unknown field or agent, an expiry not in the future", content: json(ErrorEnvelope) },
     401: unauthorized,
+    409: sharedCallerConflict,
   },
 });
 
@@ -135,7 +160,7 @@ const rotateRouteDef = createRoute({
 const updateRouteDef = createRoute({
   method: "patch",
   path: "/keys/{key_id}",
-  summary: "Change an API key's label, agents, expiry or limits",
+  summary: "Change an API key's label, agents, expiry, limits or caller sharing",
   description:
     `Applied at once on this isolate and within ${KEY_PROPAGATION_MS / 1000} s on every other. The caller and the secret ` +
     "never change (rotate for a new secret). A revoked key cannot be changed (404). Audited as `api_key.updated`.",
@@ -148,6 +173,7 @@ const updateRouteDef = createRoute({
     },
     401: unauthorized,
     404: { description: "No such key, or it was revoked", content: json(ErrorEnvelope) },
+    409: sharedCallerConflict,
   },
 });
 
@@ -169,9 +195,10 @@ const revokeRouteDef = createRoute({
 
 type KeyViewBody = z.infer<typeof KeyView>;
 
-/** A record as the API shows it (`agents: "all"` for every agent). */
+/** A record as the API shows it (`agents: "all"` for every agent; `share_caller` only where it is true). */
 function view(r: KeyRecord): KeyViewBody {
-  return { ...r, agents: r.agents ?? "all" };
+  const { share_caller, ...rest } = r;
+  return { ...rest, agents: r.agents ?? "all", ...(share_caller ? { share_caller: true as const } : {}) };
 }
 
 /** What an audit event says about a key: never the key, its secret or its prefix. */
@@ -183,6 +210,7 @@ function audited(r: KeyRecord): Record<string, unknown> {
     agents: r.agents ?? "all",
     expires_at: r.expires_at,
     limits: r.limits,
+    share_caller: r.share_caller,
   };
 }
 
@@ -209,6 +237,23 @@ function futureExpiry(expiresAt: string | undefined, now: Date): string | null {
   return at.toISOString();
 }
 
+/** D-087: 409 when GATEWAY_API_TOKENS names `callerId` and the key would not share it on purpose. */
+async function refuseSharedCaller(c: Context<AppEnv>, callerId: string, share: boolean): Promise<void> {
+  if (share || !(await envCallers(c.env, c.get("logger"))).has(callerId)) return;
+  throw new GatewayError(
+    "conflict",
+    `caller_id: "${callerId}" is a caller of GATEWAY_API_TOKENS: a key acting as it would share that caller's runs, ` +
+      "conversations, budgets and limits; send share_caller: true to share them on purpose (moving the caller to key " +
+      "records), or choose another caller_id",
+  );
+}
+
+/** The same check for a PATCH of `keyId`: its stored sharing unless the body changes it (an unknown key is the route's 404). */
+async function refuseSharedCallerOnPatch(c: Context<AppEnv>, keyId: string, share: boolean | undefined): Promise<void> {
+  const current = await findKey(c.env.DB, keyId);
+  if (current && current.revoked_at === null) await refuseSharedCaller(c, current.caller_id, share ?? current.share_caller);
+}
+
 const keyPages = keyset<KeyRecord, [string, string]>("keys", ["string", "string"], (r) => [r.created_at, r.key_id]);
 
 /** The API key routes (mounted under /api/admin). */
@@ -220,6 +265,7 @@ export function adminKeyRoutes(): OpenAPIHono<AppEnv> {
     const now = new Date();
     const agents = configuredAgents(c, body.agents);
     const expiresAt = futureExpiry(body.expires_at, now);
+    await refuseSharedCaller(c, body.caller_id, body.share_caller === true);
     const keyId = newKeyId();
     const { key, stored } = await mintSecret(keyId);
     const record = await insertKey(c.env.DB, {
@@ -231,6 +277,7 @@ export function adminKeyRoutes(): OpenAPIHono<AppEnv> {
       now,
       expiresAt,
       limits: body.limits ?? {},
+      shareCaller: body.share_caller === true,
     });
     await auditGateway(c, "api_key.created", audited(record));
     return c.json({ ...view(record), key }, 201);
@@ -259,8 +306,10 @@ export function adminKeyRoutes(): OpenAPIHono<AppEnv> {
     if (body.agents !== undefined) changes.agents = configuredAgents(c, body.agents);
     if (body.expires_at !== undefined) changes.expiresAt = body.expires_at === null ? null : futureExpiry(body.expires_at, new Date());
     if (body.limits !== undefined) changes.limits = body.limits;
+    if (body.share_caller !== undefined) changes.shareCaller = body.share_caller;
     if (Object.keys(changes).length === 0)
       throw new GatewayError("invalid.request", "nothing to change: send label, agents, expires_at or limits");
+    await refuseSharedCallerOnPatch(c, key_id, body.share_caller);
     const record = await updateKey(c.env.DB, key_id, changes);
     if (!record) throw new GatewayError("resource.not_found", `no live key ${key_id} (unknown or revoked)`);
     forgetKey(key_id);

@@ -4,7 +4,9 @@
  * - `admin`: the single `GATEWAY_ADMIN_TOKEN`.
  * - `api`: `GATEWAY_API_TOKENS`, a comma-separated list of `callerId:token` (callers with every agent), and the API key
  *   records of D1, `sgw_<key_id>_<secret>` (issue 25 §1, D-077: src/keys/lookup.ts), each acting as its caller with
- *   the agents and limits of its record (src/http/middleware/api-keys.ts).
+ *   the agents and limits of its record (src/http/middleware/api-keys.ts). A key whose caller GATEWAY_API_TOKENS
+ *   also names is refused unless its record says `share_caller` (issue 33, D-087): an env token added after the key
+ *   must not silently merge two tenants.
  * - `sandbox`: tokens minted per session (src/security/sandbox-token.ts), accepted only on that session's
  *   tool-callback routes (src/http/webhooks/tool-callbacks.ts), where every other caller is 403.
  *
@@ -17,7 +19,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { GatewayError } from "../../errors";
-import { type KeyGrant, lookupKey } from "../../keys/lookup";
+import { type KeyGrant, type KeyRefusal, lookupKey } from "../../keys/lookup";
 import type { Logger } from "../../observability/logger";
 import { admitKeyRequest } from "./api-keys";
 
@@ -129,8 +131,13 @@ export async function identify(token: string, table: TokenTable): Promise<Princi
   return found;
 }
 
+/** The callers of GATEWAY_API_TOKENS (well-formed entries only), for the admin's key checks (D-087). */
+export async function envCallers(env: AuthEnv, logger: Logger): Promise<ReadonlySet<string>> {
+  return new Set((await tokenTable(env, logger)).api.map((entry) => entry.callerId));
+}
+
 /** The api principal of an `sgw_` key record, or undefined (not a key, or refused: the reason is logged, not told). */
-async function keyPrincipal(env: AuthEnv, token: string, logger: Logger | undefined): Promise<Principal | undefined> {
+async function keyPrincipal(env: AuthEnv, token: string, table: TokenTable, logger: Logger | undefined): Promise<Principal | undefined> {
   if (!env.DB) return undefined;
   let found: Awaited<ReturnType<typeof lookupKey>>;
   try {
@@ -143,11 +150,19 @@ async function keyPrincipal(env: AuthEnv, token: string, logger: Logger | undefi
     });
   }
   if (!found) return undefined;
-  if (!found.ok) {
-    logger?.log("info", "auth.key_refused", { key_id: token.slice(4, 20), reason: found.reason });
+  const refused = (reason: KeyRefusal | "caller_in_env") => {
+    logger?.log("info", "auth.key_refused", { key_id: token.slice(4, 20), reason });
     return undefined;
-  }
+  };
+  if (!found.ok) return refused(found.reason);
+  // An env token for the key's caller, added after the key, would merge two tenants: refused until shared on purpose.
+  if (callerTaken(table, found.grant)) return refused("caller_in_env");
   return { scope: "api", callerId: found.grant.callerId, key: found.grant };
+}
+
+/** Whether a GATEWAY_API_TOKENS entry names the key's caller without the key sharing it (D-087). */
+function callerTaken(table: TokenTable, grant: KeyGrant): boolean {
+  return !grant.shareCaller && table.api.some((entry) => entry.callerId === grant.callerId);
 }
 
 /** Extracts the token from `Authorization: Bearer <token>`, or explains why it cannot. */
@@ -176,7 +191,8 @@ export function requireScope(scope: Scope): MiddlewareHandler<{ Bindings: AuthEn
     rejectQueryCredentials(c.req.url);
     const token = parseAuthorization(c.req.header("Authorization"));
     const env = c.env ?? {};
-    const principal = (await identify(token, await tokenTable(env, c.get("logger")))) ?? (await keyPrincipal(env, token, c.get("logger")));
+    const table = await tokenTable(env, c.get("logger"));
+    const principal = (await identify(token, table)) ?? (await keyPrincipal(env, token, table, c.get("logger")));
     if (!principal) throw unauthorized("invalid bearer token", true);
     if (principal.scope !== scope) throw new GatewayError("auth.forbidden", `this route needs a token with the "${scope}" scope`);
     if (principal.scope === "api" && principal.key) await admitKeyRequest(c, principal.key);

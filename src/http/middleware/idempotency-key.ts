@@ -6,8 +6,12 @@
  * - No header: nothing changes.
  * - The key is 1–255 visible ASCII characters, sent bare or as a structured-field
  *   string (`"…"`, as the draft writes it); anything else is 400 naming the header.
- * - Keys are scoped per caller (one `IdempotencyDO` each, `api:<callerId>`) and per
- *   route; the request is identified by the SHA-256 of method, path and raw body.
+ * - Keys are scoped per caller (one `IdempotencyDO` each, `api:<callerId>`), per route and, for an API key
+ *   record, per key (issue 33, D-087): two keys of one caller never answer each other's requests. The request
+ *   is identified by the SHA-256 of method, path and raw body.
+ * - The route's own auth refusals (`ReplayGuard`: an agent the key may not use, a setup session the caller may
+ *   not start) run before the key is looked up, so no stored answer, 409 or 422 reaches a request the route would
+ *   refuse now — a key narrowed after its answer was stored included.
  * - First use: the key is recorded in flight, the route runs, and its answer
  *   (status, body, content type, `Preference-Applied`) is stored for
  *   `http.idempotency.retentionSeconds`. A repeat with the same body replays it
@@ -43,7 +47,8 @@ export const IdempotencyKeyHeader = z.string().optional().openapi({
 export const IDEMPOTENCY_DESCRIPTION =
   "With `Idempotency-Key` a repeat of the same request (same body) replays the stored answer with header " +
   "`Idempotent-Replayed: true`; 409 while the first is still in flight, 422 `idempotency.mismatch` for a different body. " +
-  "Keys are the caller's own and are kept `http.idempotency.retentionSeconds` (default one day); 5xx and 429 answers are not kept.";
+  "Keys are the caller's own (an API key record's own) and are kept `http.idempotency.retentionSeconds` (default one day); " +
+  "5xx and 429 answers are not kept. A request the route refuses (403) is refused before any stored answer is replayed.";
 
 /** For the routes' OpenAPI responses, with the route's error schema (the S3 envelope, or OpenAI's on its routes). */
 export function idempotencyErrorsIn<S extends z.ZodType>(schema: S) {
@@ -91,9 +96,35 @@ export function idempotencyFingerprint(method: string, path: string, body: strin
   return requestHash(`${method.toUpperCase()} ${path}\n${body}`);
 }
 
-/** The store scope of a route's keys. */
-export function idempotencyScope(method: string, path: string): string {
-  return `http:${method.toUpperCase()} ${path}`;
+/**
+ * The store scope of a route's keys: per route, and per API key record when the request came with one (`keyId`), so
+ * a caller's keys share no answers. Env-token callers keep the scope they always had.
+ */
+export function idempotencyScope(method: string, path: string, keyId?: string): string {
+  const route = `${method.toUpperCase()} ${path}`;
+  return keyId === undefined ? `http:${route}` : `http:key:${keyId}:${route}`;
+}
+
+/**
+ * A route's auth refusals for a request body, thrown as its GatewayError; the middleware runs it before any stored
+ * answer is looked up. `body` is the parsed JSON, or undefined when it is not JSON (the route's validator answers
+ * that). It refuses only what the route itself refuses for the same principal and body (where the route would first
+ * answer a 400 or 404 for that body, the guard may answer its 403 first).
+ */
+export type ReplayGuard = (c: Context<AppEnv>, body: unknown) => void;
+
+/** A field of a parsed body that may be anything (a guard sees the body before the route's validator does). */
+export function bodyField(body: unknown, name: string): unknown {
+  return body !== null && typeof body === "object" && Object.hasOwn(body, name) ? (body as Record<string, unknown>)[name] : undefined;
+}
+
+/** The request's JSON body, or undefined when it is not JSON. */
+function parsedBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The name of the caller's IdempotencyDO. */
@@ -127,7 +158,7 @@ function replay(c: Context<AppEnv>, text: string): Response {
 const storable = (status: number) => status < 500 && status !== 429;
 
 /** The middleware; put it after authentication and `requireJsonBody`, before the route's validators. */
-export function idempotencyKey(): MiddlewareHandler<AppEnv> {
+export function idempotencyKey(guard?: ReplayGuard): MiddlewareHandler<AppEnv> {
   return async function idempotencyKey(c, next) {
     const header = c.req.header(IDEMPOTENCY_KEY_HEADER);
     if (header === undefined) {
@@ -143,9 +174,11 @@ export function idempotencyKey(): MiddlewareHandler<AppEnv> {
     }
     const principal = c.get("principal");
     const callerId = principal?.scope === "api" ? principal.callerId : "admin";
+    const text = await c.req.text();
+    guard?.(c, parsedBody(text)); // before the store: a refused request never sees a stored answer
     const stub = c.env.IDEMPOTENCY.getByName(idempotencyObjectName(callerId));
-    const scope = idempotencyScope(c.req.method, c.req.path);
-    const hash = await idempotencyFingerprint(c.req.method, c.req.path, await c.req.text());
+    const scope = idempotencyScope(c.req.method, c.req.path, principal?.scope === "api" ? principal.key?.keyId : undefined);
+    const hash = await idempotencyFingerprint(c.req.method, c.req.path, text);
     const retentionMs = c.get("config").http.idempotency.retentionSeconds * 1000;
 
     const begun = await stub.begin(scope, key, hash, Date.now(), retentionMs);

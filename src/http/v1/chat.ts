@@ -6,6 +6,7 @@
  * once (200), which therefore only reach that caller's generations.
  */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { GatewayError } from "../../errors";
 import { requestCallerKey } from "../../runs/caller";
 import { RunNotifyRequest, runNotifySpec } from "../../runs/notify-request";
@@ -13,11 +14,13 @@ import { submitTurn } from "../../runs/submit";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../../sessions/keys";
 import type { SessionIdentity } from "../../sessions/SessionDO";
 import { keyTurnFields, requireAgent } from "../middleware/api-keys";
-import { requireScope } from "../middleware/auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
+import { type Principal, requireScope } from "../middleware/auth";
+import { bodyField, IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { providerReady, submitContext } from "../turns";
+
+type ApiPrincipal = Extract<Principal, { scope: "api" }>;
 
 const IdPart = z.string().regex(KEY_PART, "1-128 characters of letters, digits and + . _ @ = -");
 
@@ -39,7 +42,7 @@ const postMessage = createRoute({
   method: "post",
   path: "/chat/messages",
   summary: "Send a chat message (queues a run), or /new and /resume <session_id>",
-  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey(chatReplayGuard)] as const,
   description:
     "With `notify: {url}` the queued run's view is POSTed to that https URL, signed with Standard Webhooks, when the run ends " +
     "or waits for an approval (docs/api.md, Completion webhooks). " +
@@ -66,6 +69,19 @@ const postMessage = createRoute({
   },
 });
 
+/** The 403s of a chat message for a configured agent, in the route's order; narrows the principal to an API caller. */
+function authorizeChat(principal: Principal | undefined, agentId: string): asserts principal is ApiPrincipal {
+  // requireScope("api") let only API callers in; the caller id is part of the key (issue 20 §1).
+  if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
+  requireAgent(principal, agentId); // issue 25 §1: a key record names the agents it may use
+}
+
+/** Issue 33 (D-087): the same 403s before an Idempotency-Key replay; an unknown agent is the route's 404. */
+function chatReplayGuard(c: Context<AppEnv>, body: unknown): void {
+  const agentId = bodyField(body, "agent_id");
+  if (typeof agentId === "string" && Object.hasOwn(c.get("config").agents, agentId)) authorizeChat(c.get("principal"), agentId);
+}
+
 /** The chat routes (api scope). */
 export function chatRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -75,10 +91,8 @@ export function chatRoutes(): OpenAPIHono<AppEnv> {
     const agent = Object.hasOwn(config.agents, body.agent_id) ? config.agents[body.agent_id] : undefined;
     if (!agent) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
     const principal = c.get("principal");
-    // requireScope("api") let only API callers in; the caller id is part of the key (issue 20 §1).
-    if (principal?.scope !== "api") throw new GatewayError("auth.forbidden", "this route needs an API token");
-    requireAgent(principal, body.agent_id); // issue 25 §1: a key record names the agents it may use
-    const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
+    authorizeChat(principal, body.agent_id);
+    const notify = body.notify ? await runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     const key = httpChatSessionKey(body.agent_id, principal.callerId, body.room_id, body.user_id);
     if (!key.ok) throw new GatewayError("invalid.request", key.error);
     const identity: SessionIdentity = { sessionKey: formatSessionKey(key.key), agentId: body.agent_id };

@@ -17,7 +17,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { ERROR_CODES, type ErrorCode, GatewayError } from "../../errors";
-import { ChatCompletionRequest, ChatMessage, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
+import { agentForModel, ChatCompletionRequest, ChatMessage, type ChatTurn, modelNames, readChatRequest } from "../../openai/request";
 import { ChatCompletion, chatCompletion, chunks, ModelList, modelList, OpenAIErrorSchema, openAiError, usageOf } from "../../openai/wire";
 import { apiCallerKey } from "../../runs/caller";
 import { releaseReader } from "../../runs/release-stream";
@@ -26,7 +26,13 @@ import { runEnded, secondsToUtcMidnight, submitTurn } from "../../runs/submit";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrorsIn, idempotencyKey } from "../middleware/idempotency-key";
+import {
+  bodyField,
+  IDEMPOTENCY_DESCRIPTION,
+  IdempotencyKeyHeader,
+  idempotencyErrorsIn,
+  idempotencyKey,
+} from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
 import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
 import { type AppEnv, createRouter } from "../router";
@@ -52,6 +58,13 @@ const openAiErrors = {
   502: { description: "The model provider failed", content: { "application/json": { schema: OpenAIErrorSchema } } },
 } as const;
 
+/** Issue 33 (D-087): the agent check of `queueTurn` before an Idempotency-Key replay; an unknown model is the route's 404. */
+function completionReplayGuard(c: Context<AppEnv>, body: unknown): void {
+  const model = bodyField(body, "model");
+  const agentId = typeof model === "string" ? agentForModel(c.get("config"), model) : null;
+  if (agentId !== null) requireAgent(c.get("principal"), agentId);
+}
+
 const postCompletion = createRoute({
   method: "post",
   path: "/chat/completions",
@@ -64,7 +77,7 @@ const postCompletion = createRoute({
     "`openai.waitSeconds`, is answered at once with its run id (`GET /v1/runs/{run_id}`). Errors are OpenAI's shape. " +
     "Without `stream`, " +
     IDEMPOTENCY_DESCRIPTION,
-  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey(completionReplayGuard)] as const,
   request: {
     body: { required: true, content: { "application/json": { schema: ChatCompletionRequest } } },
     headers: z.object({ "idempotency-key": IdempotencyKeyHeader }),

@@ -23,7 +23,7 @@ import type { AwaitedRun } from "../../sessions/run-queries";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { keyTurnFields, mayUseAgent, requireAgent } from "../middleware/api-keys";
 import { requireScope } from "../middleware/auth";
-import { IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
+import { bodyField, IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
 import { openStreamLease, releaseInBackground } from "../middleware/open-streams";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
@@ -48,7 +48,7 @@ const postRun = createRoute({
   method: "post",
   path: "/runs",
   summary: "Queue a run of an agent in a fresh, isolated session",
-  middleware: [requireScope("api"), requireJsonBody, idempotencyKey()] as const,
+  middleware: [requireScope("api"), requireJsonBody, idempotencyKey(runReplayGuard)] as const,
   description:
     "Answers 202 at once. With `Prefer: wait=<seconds>` (at most 60) it answers 200 with the finished run if it ends in that time " +
     "(header `Preference-Applied`), and 202 otherwise. With `notify: {url}` the run view is also POSTed to that https URL, " +
@@ -263,6 +263,19 @@ function refuseSetupUnlessAllowed(allowed: readonly string[], callerId: string):
     );
 }
 
+/** The 403s of a run request for a configured agent, in the route's order (issue 25 §1: a key names its agents). */
+function authorizeRun(c: Context<AppEnv>, agentId: string, sessionType: unknown): void {
+  requireAgent(c.get("principal"), agentId);
+  if (sessionType === "setup") refuseSetupUnlessAllowed(c.get("config").setup.allowedCallers, callerOf(c) as string);
+}
+
+/** Issue 33 (D-087): the same 403s before an Idempotency-Key replay; an unknown agent is the route's 404. */
+function runReplayGuard(c: Context<AppEnv>, body: unknown): void {
+  const agentId = bodyField(body, "agent_id");
+  if (typeof agentId === "string" && Object.hasOwn(c.get("config").agents, agentId))
+    authorizeRun(c, agentId, bodyField(body, "session_type"));
+}
+
 /** The run routes. */
 export function runRoutes(): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -272,9 +285,8 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
     const config = c.get("config");
     if (!Object.hasOwn(config.agents, body.agent_id)) throw new GatewayError("resource.not_found", `unknown agent "${body.agent_id}"`);
     const callerId = callerOf(c) as string;
-    requireAgent(c.get("principal"), body.agent_id); // issue 25 §1: a key record names the agents it may use
-    if (body.session_type === "setup") refuseSetupUnlessAllowed(config.setup.allowedCallers, callerId);
-    const notify = body.notify ? runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
+    authorizeRun(c, body.agent_id, body.session_type);
+    const notify = body.notify ? await runNotifySpec(body.notify, c.env, config) : null; // refused before anything is queued
     // An isolated session per run (DESIGN "Session keys": scope `run`), owned by the caller. Under an
     // Idempotency-Key the nonce is the key's attempt token, so a re-attempt reaches the same session (and run).
     const idempotency = c.get("idempotency");

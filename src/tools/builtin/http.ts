@@ -245,6 +245,8 @@ const URL_REFUSALS: Record<UrlRefusal, string> = {
     "is refused: local and internal host names (localhost, *.local, *.internal, metadata, single-label names) are never fetched",
   wildcard_dns:
     "is refused: wildcard-DNS names that can resolve to private addresses (nip.io, sslip.io, localtest.me, lvh.me, …) and names that embed a private IPv4 address are never fetched",
+  special_use_name:
+    "is refused: special-use domain names (.test, .example, .invalid, .onion, .alt) reach no public host and are never fetched",
 };
 
 /**
