@@ -7,7 +7,6 @@
  */
 import { findRuns, type Run } from "./chains";
 import { readingsOf } from "./families";
-import { alnumOf } from "./fold";
 import { BLOCK_RUN, COVER_RUN, type DisclosureLedger } from "./ledger";
 
 /** Why a text was refused. */
@@ -49,10 +48,11 @@ export function assess(text: string, ledger: DisclosureLedger, context = ""): As
   const full = context === "" ? text : `${context} ${text}`;
   const readings = readingsOf(full);
   const result: Assessment = { blocked: null, signal: null, holdFrom: text.length, covers: [] };
-  if (readings.some((r) => CANARY_VALUES.some((v) => alnumOf(r.text).includes(v))))
-    return { ...result, blocked: "canary", signal: "canary" };
+  const alnum: string[] = [];
+  const runs = findRuns(readings, ledger.index, alnum);
+  if (alnum.some(carriesCanary)) return { ...result, blocked: "canary", signal: "canary" };
   const fresh = new Set<number>();
-  for (const r of findRuns(readings, ledger.index)) {
+  for (const r of runs) {
     const rawEnd = Math.max(0, r.rawEnd - shift);
     if (r.len >= BLOCK_RUN && substantial(r))
       return { ...result, blocked: reasonOf(r), signal: `${r.reading}/${r.family}${r.backwards ? "/backwards" : ""}` };

@@ -51,38 +51,40 @@ export interface Word {
   cands: string[];
   raw: number;
   rawEnd: number;
-  /** Per word family (by index in WORD_FAMILIES), made when first asked: the hidden words the candidates read as. */
-  forms?: Form[][];
+  /**
+   * Per word family (by index in WORD_FAMILIES), made when first asked: the ids of the hidden words the candidates
+   * read as (Caesar: of their letter shapes, with each candidate's first letter in `firsts`).
+   */
+  forms?: number[][];
+  firsts?: number[];
 }
 
-/** A candidate as one word family reads it: a hidden word's id, or (Caesar) a shape's id and the candidate. */
-interface Form {
-  id: number;
-  word: string;
-}
+const NONE: number[] = [];
 
 /** The word's candidates read by word family `f` that can be hidden words (or, for Caesar, have a hidden shape). */
-function formsOf(word: Word, f: number, index: HiddenIndex): Form[] {
+function formsOf(word: Word, f: number, index: HiddenIndex): number[] {
   word.forms ??= [];
   let forms = word.forms[f];
-  if (forms === undefined) {
-    const map = (WORD_FAMILIES[f] as WordFamily).map;
-    forms = [];
-    for (const c of word.cands) {
-      const w = map === "caesar" ? c : map(c);
-      const id = map === "caesar" ? index.shapeIds.get(shapeOf(c) ?? "") : index.ids.get(w);
-      if (id !== undefined) forms.push({ id, word: w });
-    }
-    word.forms[f] = forms;
+  if (forms !== undefined) return forms;
+  const map = (WORD_FAMILIES[f] as WordFamily).map;
+  forms = NONE;
+  for (const c of word.cands) {
+    const id = map === "caesar" ? index.shapeIds.get(shapeOf(c) ?? "") : index.ids.get(map(c));
+    if (id === undefined) continue;
+    if (forms === NONE) forms = [];
+    forms.push(id);
+    if (map === "caesar") (word.firsts ??= []).push(c.charCodeAt(0));
   }
+  word.forms[f] = forms;
   return forms;
 }
 
 /** The words of a reading, long run-together tokens split into hidden words where they split completely. */
-export function wordsOf(reading: Reading, index: HiddenIndex): Word[] {
+export function wordsOf(reading: Reading, index: HiddenIndex, seen?: { alnum: string }): Word[] {
   const out: Word[] = [];
   const tokens = tokenize(reading.text);
   tokens.forEach((t, i) => {
+    if (seen) seen.alnum += t.folded.replace(/[^a-z0-9]/g, "");
     const raw = reading.rawAt(t.start);
     const rawEnd = reading.rawAt(Math.max(t.start, t.end - 1)) + 1;
     const cands = candidatesOf(t.folded);
@@ -157,29 +159,38 @@ function pairs(
   index: HiddenIndex,
   visit: (ka: number, kb: number, pa: number, pb: number) => void,
 ): void {
-  const caesar = (WORD_FAMILIES[f] as WordFamily).map === "caesar";
   const fa = formsOf(a, f, index);
   if (fa.length === 0) return;
   const fb = formsOf(b, f, index);
-  for (const ca of fa) {
-    for (const cb of fb) {
+  const caesar = (WORD_FAMILIES[f] as WordFamily).map === "caesar";
+  for (let i = 0; i < fa.length; i++) {
+    for (let j = 0; j < fb.length; j++) {
+      const ia = fa[i] as number;
+      const ib = fb[j] as number;
       if (!caesar) {
-        const found = index.pairs.get(dir === 1 ? pairKey(ca.id, cb.id) : pairKey(cb.id, ca.id));
+        const found = index.pairs.get(dir === 1 ? pairKey(ia, ib) : pairKey(ib, ia));
         if (found === undefined) continue;
         if (dir === 1) for (const p of found) visit(p, p + 1, p, p + 1);
         else for (const p of found) visit(p + 1, p, p + 1, p);
         continue;
       }
-      const [first, second] = dir === 1 ? [ca, cb] : [cb, ca];
-      for (const p of index.shapePairs.get(shapePairKey(first.id, second.id, first.word, second.word)) ?? []) {
-        const shift = (first.word.charCodeAt(0) - (index.words[p] as string).charCodeAt(0) + 26) % 26;
+      // A Caesar pair: both words' shapes, and the difference of their first letters, in hidden order.
+      const la = (a.firsts as number[])[i] as number;
+      const lb = (b.firsts as number[])[j] as number;
+      const key = dir === 1 ? shapePairKey(ia, ib, la, lb) : shapePairKey(ib, ia, lb, la);
+      const first = dir === 1 ? la : lb;
+      for (const p of index.shapePairs.get(key) ?? NONE) {
+        const shift = (first - (index.words[p] as string).charCodeAt(0) + 26) % 26;
         if (shift === 0) continue;
-        const [pa, pb] = dir === 1 ? [p, p + 1] : [p + 1, p];
-        visit(pa * 26 + shift, pb * 26 + shift, pa, pb);
+        if (dir === 1) visit(p * 26 + shift, (p + 1) * 26 + shift, p, p + 1);
+        else visit((p + 1) * 26 + shift, p * 26 + shift, p + 1, p);
       }
     }
   }
 }
+
+/** 1 when the hidden word at `pos` is not a function word. */
+const contentOf = (index: HiddenIndex, pos: number) => (FUNCTION_WORDS.has(index.words[pos] as string) ? 0 : 1);
 
 /** Whether a run is worth reporting: long enough to count as covered, or to be refused. */
 const reportable = (e: Entry) => e.len >= 3 && (e.content >= 1 || e.letters >= 16);
@@ -194,6 +205,9 @@ export class RunTracker {
   #recent: Word[] = [];
   #n = 0;
   readonly #states: Map<number, Entry>[] = [];
+  /** Scratch for one word's updates (kept to spare the allocations). */
+  readonly #keys: number[] = [];
+  readonly #entries: Entry[] = [];
   readonly index: HiddenIndex;
   readonly reading: string;
 
@@ -206,9 +220,24 @@ export class RunTracker {
   /** Takes the next word of the reading. */
   feed(word: Word): void {
     const w = this.#n++;
-    for (let i = 0; i < this.#states.length; i++) this.#step(i >> 1, i & 1 ? -1 : 1, this.#states[i] as Map<number, Entry>, word, w);
+    for (let i = 0; i < this.#states.length; i++) {
+      const state = this.#states[i] as Map<number, Entry>;
+      const [f, dir] = [i >> 1, i & 1 ? -1 : 1] as const;
+      // A word no family reads as a hidden word extends nothing (most words, for most families): skip the pairs.
+      if (formsOf(word, f, this.index).length > 0) this.#step(f, dir, state, word, w);
+      if (w % 8 === 7) this.#sweep(f, dir, state, w);
+    }
     this.#recent.push(word);
     if (this.#recent.length > GAP + 1) this.#recent.shift();
+  }
+
+  /** Ends the runs that can no longer grow (their last word is more than the gap behind `w`). */
+  #sweep(f: number, dir: 1 | -1, state: Map<number, Entry>, w: number): void {
+    for (const [key, e] of state) {
+      if (w - e.lastW <= GAP) continue;
+      this.#end(e, f, dir);
+      state.delete(key);
+    }
   }
 
   /** Runs that may still grow (their last word is within the gap of the last word fed); those that cannot have ended. */
@@ -230,45 +259,43 @@ export class RunTracker {
 
   #step(f: number, dir: 1 | -1, state: Map<number, Entry>, word: Word, w: number): void {
     const index = this.index;
-    const updates: [number, Entry][] = [];
-    const content = (pos: number) => (FUNCTION_WORDS.has(index.words[pos] as string) ? 0 : 1);
+    const keys = this.#keys;
+    const entries = this.#entries;
+    keys.length = 0;
+    entries.length = 0;
     for (let k = this.#recent.length - 1; k >= 0; k--) {
       const earlier = this.#recent[k] as Word;
       const back = w - (this.#recent.length - k);
       pairs(earlier, word, f, dir, index, (ka, kb, pa, pb) => {
         const prev = state.get(ka);
         const letters = (index.words[pb] as string).length;
+        keys.push(kb);
         if (prev && prev.lastW === back)
-          updates.push([
-            kb,
-            {
-              len: prev.len + 1,
-              first: prev.first,
-              content: prev.content + content(pb),
-              letters: prev.letters + letters,
-              lastW: w,
-              raw: prev.raw,
-              rawEnd: word.rawEnd,
-            },
-          ]);
+          entries.push({
+            ...prev,
+            len: prev.len + 1,
+            content: prev.content + contentOf(index, pb),
+            letters: prev.letters + letters,
+            lastW: w,
+            rawEnd: word.rawEnd,
+          });
         else {
           const l0 = (index.words[pa] as string).length;
-          updates.push([
-            kb,
-            {
-              len: 2,
-              first: pa,
-              content: content(pa) + content(pb),
-              letters: l0 + letters,
-              lastW: w,
-              raw: earlier.raw,
-              rawEnd: word.rawEnd,
-            },
-          ]);
+          entries.push({
+            len: 2,
+            first: pa,
+            content: contentOf(index, pa) + contentOf(index, pb),
+            letters: l0 + letters,
+            lastW: w,
+            raw: earlier.raw,
+            rawEnd: word.rawEnd,
+          });
         }
       });
     }
-    for (const [key, e] of updates) {
+    for (let u = 0; u < keys.length; u++) {
+      const key = keys[u] as number;
+      const e = entries[u] as Entry;
       const old = state.get(key);
       // Two runs end at one position: the longer one is kept (a tie goes to the newer), the other has ended.
       if (old && old.lastW === w && old.len >= e.len) continue;
@@ -278,13 +305,6 @@ export class RunTracker {
       }
       if (old && old.lastW < w) this.#end(old, f, dir);
       state.set(key, e);
-    }
-    if (w % 8 === 7) {
-      for (const [key, e] of state) {
-        if (w - e.lastW <= GAP) continue;
-        this.#end(e, f, dir);
-        state.delete(key);
-      }
     }
   }
 
@@ -334,12 +354,17 @@ function openSingles(words: readonly Word[], index: HiddenIndex): Run[] {
   return out;
 }
 
-/** Every run in every reading, read by every word family in both directions. */
-export function findRuns(readings: readonly Reading[], index: HiddenIndex): Run[] {
+/**
+ * Every run in every reading, read by every word family in both directions. `alnum` (when given) receives each
+ * reading's folded letters and digits, one entry per reading (what the canary is looked for in).
+ */
+export function findRuns(readings: readonly Reading[], index: HiddenIndex, alnum?: string[]): Run[] {
   const runs: Run[] = [];
   for (const reading of readings) {
     const tracker = new RunTracker(index, reading.family);
-    for (const word of wordsOf(reading, index)) tracker.feed(word);
+    const seen = { alnum: "" };
+    for (const word of wordsOf(reading, index, seen)) tracker.feed(word);
+    alnum?.push(seen.alnum);
     const open = tracker.open();
     runs.push(...tracker.ended, ...open);
   }

@@ -28,7 +28,14 @@ const reverse = (w: string) => {
   for (let i = w.length - 1; i >= 0; i--) out += w[i];
   return out;
 };
-const atbash = (w: string) => w.replace(/[a-z]/g, (c) => String.fromCharCode(219 - c.charCodeAt(0)));
+const atbash = (w: string) => {
+  let out = "";
+  for (let i = 0; i < w.length; i++) {
+    const c = w.charCodeAt(i);
+    out += c >= 97 && c <= 122 ? String.fromCharCode(219 - c) : w[i];
+  }
+  return out;
+};
 
 // ---- base64 -----------------------------------------------------------------------------------------------------
 
@@ -311,7 +318,8 @@ export const TEXT_FAMILIES: readonly TextFamily[] = [
     name: "morse",
     read: (t) =>
       spelled("morse", t, {
-        token: /[.\-·•−–_]+/g,
+        // Morse codes stand between spaces: a full stop at the end of a word is punctuation, not "e".
+        token: /(?<=^|\s)[.\-·•−–_]+(?=\s|$)/g,
         letter: (w) => MORSE[w.replace(/[·•]/g, ".").replace(/[−–_]/g, "-")],
         min: 3,
         sep: SPELL_SEP,

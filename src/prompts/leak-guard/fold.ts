@@ -59,7 +59,7 @@ function foldRare(ch: string): string {
   const decomposed = ch.normalize("NFKD").replace(/\p{M}/gu, "");
   if (decomposed !== ch && decomposed.length > 0) return [...decomposed].map(foldChar).join("");
   // The small letter's prototype first, for the same reason (Ukrainian "І" reads as "i", not as "l").
-  const direct = PROTOTYPE.get(ch.toLowerCase()) ?? PROTOTYPE.get(ch);
+  const direct = PROTOTYPE.get(ch.toLowerCase()) ?? PROTOTYPE.get(ch) ?? PROTOTYPE.get(ch.toUpperCase());
   if (direct !== undefined) return direct;
   if (LEET[ch] !== undefined) return ch;
   return LETTER.test(ch) ? ch.toLowerCase() : /^\p{N}$/u.test(ch) ? ch : " ";

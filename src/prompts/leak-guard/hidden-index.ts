@@ -102,7 +102,7 @@ function build(texts: readonly string[], key: string): HiddenIndex {
     push(pairs, pairKey(ids.get(a) as number, ids.get(b) as number), i);
     const sa = shapeIds.get(shapeOf(a) ?? "");
     const sb = shapeIds.get(shapeOf(b) ?? "");
-    if (sa !== undefined && sb !== undefined) push(shapePairs, shapePairKey(sa, sb, a, b), i);
+    if (sa !== undefined && sb !== undefined) push(shapePairs, shapePairKey(sa, sb, a.charCodeAt(0), b.charCodeAt(0)), i);
   }
   return { key, words, distinctive, positions, shapes, distinctiveCount, textOf, textUncommon, ids, shapeIds, pairs, shapePairs };
 }
@@ -116,9 +116,9 @@ function push(map: Map<number, number[]>, key: number, at: number): void {
 /** The key of two word ids in order. */
 export const pairKey = (a: number, b: number): number => a * 1_048_576 + b;
 
-/** Two shapes' ids and the difference of the words' first letters: equal for a pair and any Caesar shift of it. */
-export function shapePairKey(sa: number, sb: number, a: string, b: string): number {
-  return (sa * 1_048_576 + sb) * 26 + ((a.charCodeAt(0) - b.charCodeAt(0) + 26) % 26);
+/** Two shapes' ids and the difference of the words' first letters (char codes): equal for a pair and any Caesar shift of it. */
+export function shapePairKey(sa: number, sb: number, a: number, b: number): number {
+  return (sa * 1_048_576 + sb) * 26 + ((a - b + 26) % 26);
 }
 
 let bundled: HiddenIndex | undefined;
