@@ -3,8 +3,8 @@
  * caller at the model's pace while nothing resembles a hidden layer, and held only where the next words could
  * still make it one.
  *
- * Each time a word completes (or `RECHECK_CHARS` more characters arrive) the guard judges the text from a few words
- * before the last release to the newest character (src/prompts/leak-guard/assess.ts), after the conversation's
+ * Each time a word completes (or `RECHECK_CHARS` more characters arrive) the guard judges the text from
+ * `CONTEXT_WORDS` words before the last release to the newest character (src/prompts/leak-guard/assess.ts), after the conversation's
  * last released words. Refused: the stream ends, nothing more is ever released. Otherwise it releases up to the
  * first thing still held: a run of hidden words that the next words may extend, an encoded run (base64, hex,
  * spelled letters …) that reaches the end, a NOTES or tool-call marker block (`<<<` on: the stored answer strips
@@ -14,6 +14,7 @@
  * records the answer when it is final).
  */
 import { assess } from "./leak-guard/assess";
+import { GAP } from "./leak-guard/chains";
 import { hiddenIndex } from "./leak-guard/hidden-index";
 import { sanitize } from "./leak-guard/invisible";
 import { DisclosureLedger } from "./leak-guard/ledger";
@@ -22,10 +23,11 @@ import type { OutputVerdict } from "./output-guard";
 /** Held text is judged again once it has grown by this many characters, even when no word completed. */
 export const RECHECK_CHARS = 256;
 /**
- * Words before the last release that each judgement reads again: a released run of up to four hidden words, with
- * two foreign words between each, may go on. (An encoded run is held whole while it grows, so it is never cut.)
+ * Words before the last release that each judgement reads again. Released text holds at most the first word of a
+ * run still open (a run of two words, or with a content word, is held from its start while it may grow; a closed
+ * run cannot grow), and up to `GAP` foreign words after it; encoded and spelled runs are held whole while they grow.
  */
-export const CONTEXT_WORDS = 12;
+export const CONTEXT_WORDS = GAP + 2;
 
 /** What one push of model text gives: text to release now, nothing yet, or a refusal (the stream ends). */
 export type StreamStep = { release: string } | { blocked: Exclude<OutputVerdict, { blocked: false }> } | null;

@@ -1,8 +1,8 @@
 /**
  * The disclosure ledger (issue 33): what a conversation has already given away of the hidden layers, so that
  * spacing, filler and splitting across rounds or turns no longer help. It holds the hidden positions covered so far
- * (runs of at least `COVER_RUN` words with a content word, in any reading) and the last words released (so a run
- * can go on from one model call into the next). The guard refuses a release that would give away:
+ * (runs of at least `COVER_RUN` words with a content word, in any reading) and the last words released while a run
+ * was still open in them (so a run can go on from one model call into the next). The guard refuses a release that would give away:
  * - a run of `BLOCK_RUN` hidden words (with a content word, or 16 letters) in any reading;
  * - five of any seven consecutive hidden positions, counting what was covered before (pieces put back together);
  * - of any one hidden text, more than `COVERAGE_SHARE` of its uncommon words (at least `COVERAGE_FLOOR`) over
@@ -125,9 +125,17 @@ export class DisclosureLedger {
     }
   }
 
-  /** Keeps the last `TAIL_WORDS` words of released text. */
-  released(text: string): void {
-    const words = `${this.tail} ${text}`.split(/\s+/).filter((w) => w !== "");
+  /**
+   * Keeps what the next release may continue: the released text from the first run still open at its end (`open`,
+   * null when none is), after the previous last words when that run began in them — at most `TAIL_WORDS` words.
+   * A release that leaves nothing open leaves nothing to continue, so a plain conversation stores no tail.
+   */
+  released(open: string | null, afterPrevious: boolean): void {
+    if (open === null) {
+      this.tail = "";
+      return;
+    }
+    const words = `${afterPrevious ? this.tail : ""} ${open}`.split(/\s+/).filter((w) => w !== "");
     this.tail = words.slice(-TAIL_WORDS).join(" ");
   }
 
