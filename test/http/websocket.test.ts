@@ -12,8 +12,8 @@ import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { baseWithoutCanary } from "../support/leaks";
 import { measureOverlap } from "../support/overlap-measure";
-import { ADMIN, ALICE, type App, appFor, BOB, call, readResponse, registerTestTools } from "../support/runs";
-import { type Client, connect, inForce, upgrade } from "../support/socket";
+import { ADMIN, ALICE, appFor, BOB, call, readResponse, registerTestTools } from "../support/runs";
+import { connect, inForce, upgrade } from "../support/socket";
 
 beforeAll(() => registerTestTools());
 

@@ -73,7 +73,10 @@ function formsOf(word: Word, f: number, index: HiddenIndex): number[] {
     if (id === undefined) continue;
     if (forms === NONE) forms = [];
     forms.push(id);
-    if (map === "caesar") (word.firsts ??= []).push(c.charCodeAt(0));
+    if (map === "caesar") {
+      word.firsts ??= [];
+      word.firsts.push(c.charCodeAt(0));
+    }
   }
   word.forms[f] = forms;
   return forms;

@@ -26,7 +26,7 @@ const isVs = (cp: number) => (cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 &&
 
 /** Whether any character that `sanitize` looks at is present (the common case answers no, cheaply). */
 export function hasInvisible(text: string): boolean {
-  return /\u034F|[\u00AD\u115F\u1160\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF9-\uFFFB\u061C]|[\u{E0000}-\u{E007F}\u{E0100}-\u{E01EF}\u{1D173}-\u{1D17A}]/u.test(
+  return /\u034F|[\uFE00-\uFE0F]|[\u{E0100}-\u{E01EF}]|[\u00AD\u115F\u1160\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u061C]|[\u{E0000}-\u{E007F}\u{1D173}-\u{1D17A}]/u.test(
     text,
   );
 }
