@@ -8,7 +8,17 @@
 import { assemblePromptStack } from "../src/prompts/assemble";
 import { classifyDisclosureRequest } from "../src/prompts/disclosure";
 import { sha256Hex } from "../src/prompts/hash";
-import { checkOutput } from "../src/prompts/output-guard";
+import { hiddenIndex } from "../src/prompts/leak-guard/hidden-index";
+import { DisclosureLedger } from "../src/prompts/leak-guard/ledger";
+import { checkOutput, checkRelease } from "../src/prompts/output-guard";
+import { StreamGuard } from "../src/prompts/stream-guard";
+import { guardArguments } from "../src/prompts/tool-args-guard";
+
+/** A benign answer of 58 words of ordinary prose (the stream bench streams the same text, bench/stream.bench.ts). */
+const BENIGN_ANSWER =
+  "Start the dough the night before so the flour has time to absorb the water. In the morning, fold it gently four times, " +
+  "let it rest in a warm corner for about two hours, then shape it into a tight round and bake it in a very hot oven " +
+  "until the crust sounds hollow when you tap it";
 
 interface Stat {
   median_us: number;
@@ -44,11 +54,33 @@ export async function run(quick: boolean) {
   );
   const inputGuard = await measure(runs, () => classifyDisclosureRequest(message));
   const outputGuard = await measure(runs, () => checkOutput(reply));
+  // Issue 33: a guarded turn's guard work on a benign 60-word answer — streamed word by word (as the stream bench's
+  // model sends it) and judged whole against the conversation's ledger — and a tool round's: the round's text and
+  // one call's arguments through the same ledger.
+  const answer = BENIGN_ANSWER;
+  const streamed = await measure(Math.ceil(runs / 5), () => {
+    const guard = new StreamGuard((raw) => raw);
+    for (const word of answer.match(/\S+\s*/g) ?? []) guard.push(word);
+  });
+  const ledgerOf = () => new DisclosureLedger(hiddenIndex());
+  const finalAnswer = await measure(runs, () => checkRelease(answer, ledgerOf()));
+  const toolRound = await measure(runs, async () => {
+    const ledger = ledgerOf();
+    checkRelease("Let me look up the weather in Lisbon for you.", ledger);
+    await guardArguments(JSON.stringify({ url: "https://api.example.com/weather?city=Lisbon&units=metric", timeout_ms: 5000 }), ledger);
+  });
   const ratio = (s: Stat) => Math.round((s.median_us / baseline.median_us) * 10) / 10;
   return {
     baseline_sha256_of_message: baseline,
     prompt_assembly: { ...assembly, ratio_to_baseline: ratio(assembly) },
     disclosure_input_guard: { ...inputGuard, ratio_to_baseline: ratio(inputGuard) },
     disclosure_output_guard: { ...outputGuard, ratio_to_baseline: ratio(outputGuard) },
+    guarded_turn: {
+      answer_words: answer.split(/\s+/).length,
+      stream_guard_whole_answer: streamed,
+      final_answer_with_ledger: finalAnswer,
+      total_median_us: Math.round((streamed.median_us + finalAnswer.median_us) * 10) / 10,
+    },
+    guarded_tool_round: { ...toolRound, what: "a round's text and one call's arguments judged against the conversation's ledger" },
   };
 }

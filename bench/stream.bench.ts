@@ -3,7 +3,9 @@
  * The gateway runs under `wrangler dev` (bench/support/devserver.ts) against a model that streams `TOKENS`
  * words, one every `DELAY_MS`; a client asks `POST /v1/chat/completions` with `stream: true` and times its first
  * non-empty content chunk and the end of the stream, beside the same turn without `stream` (the whole answer).
- * The guarded stream's first token is bounded below by the held words (HOLDBACK_WORDS + 1 model tokens).
+ * Issue 33: the guard holds only what could still become hidden text (a run of hidden words, an encoded run, a
+ * marker block) and the word being written, so a benign answer's first word is released once the model's second
+ * chunk shows it complete; the issue's target is a first released token at most 2x the peer's first chunk.
  * With `npm run bench -- --peer` the peer (the Agents SDK's AIChatAgent, bench/support/peer-agent.ts) runs under
  * its own `wrangler dev` against the same model server, and its turns are interleaved with ours, one for one: time
  * to its first frame carrying a text delta and to its `done` frame (results.stream.peer_first_chunk).
@@ -11,14 +13,21 @@
 import { rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { HOLDBACK_WORDS } from "../src/prompts/stream-guard";
 import { latencySummary, median, round, startGatewayBench } from "./support/devserver";
 import { type PeerAgent, PeerConversation, type PeerCopy, preparePeer, startPeer } from "./support/peer-agent";
 
 /** Words the slow model streams per answer, and the delay before each. */
 const TOKENS = 60;
 const DELAY_MS = 20;
-const ANSWER = Array.from({ length: TOKENS }, (_, i) => `word${i}`).join(" ");
+/**
+ * A benign answer of `TOKENS` words (ordinary prose, nothing like the hidden layers): what a caller streams most.
+ * Issue 23's answer was `word0 … word59`, which no guard finds suspicious; prose with everyday phrases is the harder case.
+ */
+const PROSE =
+  "Start the dough the night before so the flour has time to absorb the water. In the morning, fold it gently four times, " +
+  "let it rest in a warm corner for about two hours, then shape it into a tight round and bake it in a very hot oven " +
+  "until the crust sounds hollow when you tap it underneath and the kitchen smells of toast.";
+const ANSWER = PROSE.split(" ").slice(0, TOKENS).join(" ");
 
 /** The slow model: every chat completion streams ANSWER word by word (DELAY_MS apart); `firstTokenMs` per call. */
 async function startSlowModel(_work: string, port: number): Promise<{ server: Server; firstTokenMs: number[] }> {
@@ -194,7 +203,7 @@ export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown
     const ttft = median(first);
     return {
       model: `${TOKENS} words, one every ${DELAY_MS} ms (first token at ${DELAY_MS} ms, last at ${TOKENS * DELAY_MS} ms)`,
-      held_words: HOLDBACK_WORDS,
+      hold: "issue 33: only a possible start of hidden text (a run of hidden words, an encoded run, a marker block) and the word being written",
       samples,
       first_released_token_ms_p50: round(ttft),
       model_first_token_ms_p50: round(median(gateway.model.firstTokenMs)),

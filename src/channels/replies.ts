@@ -20,6 +20,7 @@
  *   is retried.
  */
 import { disclosureRefusalMessage } from "../prompts/disclosure";
+import { sanitize } from "../prompts/leak-guard/invisible";
 import { checkOutput } from "../prompts/output-guard";
 import { redactText } from "../security/redact";
 import { boundSecret, urlOrigin, withheldMessage } from "../security/secret-origins";
@@ -168,10 +169,11 @@ function settle(host: ReplyHost, runId: string, status: "delivered" | "failed" |
 
 /**
  * A completed run's answer as a channel receives it: redacted, and the refusal if it carries hidden-layer text
- * (issue 20 §2: the engine already guards the output; a channel reply is checked once more before it leaves).
+ * (issue 20 §2: the engine already guards the output; a channel reply is checked once more before it leaves), and
+ * without characters no reader sees (issue 33).
  */
 export function guardedReplyText(output: string, secrets: readonly string[]): string {
-  return checkOutput(output).blocked ? disclosureRefusalMessage() : redactText(output, secrets);
+  return checkOutput(output).blocked ? disclosureRefusalMessage() : sanitize(redactText(output, secrets));
 }
 
 /**

@@ -1,43 +1,33 @@
 /**
- * The output guard, incrementally (issue 23 "Streaming that stays guarded", D-054): a model's text as it
- * streams, released to an API caller only once it has been checked, a bounded number of words behind the model.
+ * The output guard, incrementally (issue 23 D-054, issue 33): a model's text as it streams, released to an API
+ * caller at the model's pace while nothing resembles a hidden layer, and held only where the next words could
+ * still make it one.
  *
- * The rule (docs/security.md "Streamed answers"): the last `HOLDBACK_WORDS` words (and at least
- * `HOLDBACK_LETTERS` letters) are always held; text before them is released as soon as a first word clears them,
- * then in steps of at least `STEP_WORDS` words, each step only after `checkOutput` passed over a sliding window that reaches from well before the
- * previous release (`SHINGLE_WINDOW_WORDS` words and `LETTER_WINDOW` letters, the guard's own density windows)
- * to the newest character. A leak the whole-answer guard detects within the held words is thus detected
- * before any of it is released; once a window trips, nothing more is ever released. Also held: a possible
- * NOTES or tool-call marker block (`<<<` onwards: the stored answer strips it), and a hex run still growing
- * into the held words (hex pairs may be spaced, so one run spans many words). Released text is the visible
- * form (`visible`: secrets redacted), and a step is released only when that form is stable, i.e. when the
- * visible form of the text up to the newest character starts with it (a redaction spanning the cut waits).
- * Pure: no I/O.
+ * Each time a word completes (or `RECHECK_CHARS` more characters arrive) the guard judges the text from
+ * `CONTEXT_WORDS` words before the last release to the newest character (src/prompts/leak-guard/assess.ts), after the conversation's
+ * last released words. Refused: the stream ends, nothing more is ever released. Otherwise it releases up to the
+ * first thing still held: a run of hidden words that the next words may extend, an encoded run (base64, hex,
+ * spelled letters …) that reaches the end, a NOTES or tool-call marker block (`<<<` on: the stored answer strips
+ * it), and the word still being written. Released text is the visible form (secrets redacted, invisible
+ * characters removed), released only when stable: the visible form of the text up to the newest character
+ * starts with it (a redaction spanning the cut waits). Pure: no I/O; the ledger is only read (the run engine
+ * records the answer when it is final).
  */
-import { checkOutput, LETTER_WINDOW, type OutputVerdict, SHINGLE_WINDOW_WORDS } from "./output-guard";
+import { assess } from "./leak-guard/assess";
+import { GAP } from "./leak-guard/chains";
+import { hiddenIndex } from "./leak-guard/hidden-index";
+import { sanitize } from "./leak-guard/invisible";
+import { DisclosureLedger } from "./leak-guard/ledger";
+import type { OutputVerdict } from "./output-guard";
 
-/** Words always held behind the model: a verbatim leak trips the guard within 10 words, a letter-level one within ~60 letters. */
-export const HOLDBACK_WORDS = 16;
-/** Letters always held behind the model (spaced letters "y o u a r e" are one word each). */
-export const HOLDBACK_LETTERS = 64;
-/** The least a release step advances: the guard runs once per step, not once per provider chunk. */
-export const STEP_WORDS = 8;
-/** Held text is checked again once it has grown by this many characters, even when nothing can be released. */
-export const RECHECK_CHARS = 512;
-/** While the model streams plain text, released text is at most this many words behind it (the partial word aside). */
-export const MAX_LAG_WORDS = HOLDBACK_WORDS + STEP_WORDS;
-
-/** A whitespace-separated word of the raw text: where it starts and ends, and its letters. */
-interface Word {
-  start: number;
-  end: number;
-  letters: number;
-}
-
-const WORD = /\S+/g;
-const LETTERS = /\p{L}/gu;
-/** A hex run as decodeHexRuns reads it (pairs may be separated by a space, colon, comma or dash). */
-const HEX_RUN = /(?:[0-9a-fA-F]{2}[\s:,-]?){16,}/g;
+/** Held text is judged again once it has grown by this many characters, even when no word completed. */
+export const RECHECK_CHARS = 256;
+/**
+ * Words before the last release that each judgement reads again. Released text holds at most the first word of a
+ * run still open (a run of two words, or with a content word, is held from its start while it may grow; a closed
+ * run cannot grow), and up to `GAP` foreign words after it; encoded and spelled runs are held whole while they grow.
+ */
+export const CONTEXT_WORDS = GAP + 2;
 
 /** What one push of model text gives: text to release now, nothing yet, or a refusal (the stream ends). */
 export type StreamStep = { release: string } | { blocked: Exclude<OutputVerdict, { blocked: false }> } | null;
@@ -48,43 +38,45 @@ export class StreamGuard {
   /** Raw offset up to which the text has been released. */
   #cut = 0;
   #blocked = false;
-  #words: Word[] = [];
-  /** Raw offset up to which `#words` holds complete words (the last one may still grow). */
+  /** Raw offsets where whitespace-separated words start. */
+  #starts: number[] = [];
   #scanned = 0;
-  /** Visible text released so far. */
   #released = "";
-  /** Raw offset of the end of the last window that passed the guard. */
+  /** Raw offset of the end of the last judged text. */
   #checkedTo = 0;
   readonly #visible: (raw: string, atStart: boolean) => string;
-  readonly #extraHidden: readonly string[];
+  readonly #ledger: DisclosureLedger;
 
   /**
    * @param visible the visible form of raw text (secrets redacted); `atStart` says the text starts the answer
    * @param extraHidden hidden layers that are not bundled files (an inline L2), as for `checkOutput`
+   * @param ledger the conversation's ledger (read, never written: a copy records what this stream releases)
    */
-  constructor(visible: (raw: string, atStart: boolean) => string, extraHidden: readonly string[] = []) {
-    this.#visible = visible;
-    this.#extraHidden = extraHidden;
+  constructor(visible: (raw: string, atStart: boolean) => string, extraHidden: readonly string[] = [], ledger?: DisclosureLedger) {
+    this.#visible = (raw, atStart) => sanitize(visible(raw, atStart));
+    this.#ledger = new DisclosureLedger(ledger?.index ?? hiddenIndex(extraHidden), ledger?.state());
   }
 
   /** Takes the next piece of the model's text; returns what may be released now. */
   push(piece: string): StreamStep {
     if (this.#blocked || piece === "") return null;
     this.#text += piece;
-    this.#scan();
-    const cut = this.#candidateCut();
-    // Checked per release step, and also per RECHECK_CHARS of held text (a long base64 run trips while it grows).
-    if (cut === null && this.#text.length - this.#checkedTo < RECHECK_CHARS) return null;
-    const verdict = checkOutput(this.#text.slice(this.#windowStart()), this.#extraHidden);
-    if (verdict.blocked) {
-      this.#blocked = true;
-      return { blocked: verdict };
-    }
+    const completed = this.#scan();
+    if (!completed && this.#text.length - this.#checkedTo < RECHECK_CHARS) return null;
+    const from = this.#windowStart();
+    const a = assess(this.#text.slice(from), this.#ledger, from === 0 ? this.#ledger.tail : "");
     this.#checkedTo = this.#text.length;
-    return cut === null ? null : this.#release(cut);
+    if (a.blocked) {
+      this.#blocked = true;
+      return { blocked: { blocked: true, reason: a.blocked } };
+    }
+    const step = this.#release(this.#holdFrom(from + a.holdFrom));
+    // What this stream released counts from now on (pieces spaced out within one answer are put together).
+    for (const c of a.covers) if (from + c.rawEnd <= this.#cut) this.#ledger.add(c.positions);
+    return step;
   }
 
-  /** Whether a window tripped the guard (nothing more is released). */
+  /** Whether the guard refused the stream (nothing more is released). */
   get blocked(): boolean {
     return this.#blocked;
   }
@@ -96,69 +88,43 @@ export class StreamGuard {
 
   /** For tests and the bench: words the model has written, words released, and the raw offsets behind them. */
   progress(): { words: number; releasedWords: number; cut: number; checkedTo: number; length: number } {
-    const releasedWords = this.#words.filter((w) => w.end <= this.#cut).length;
-    return { words: this.#words.length, releasedWords, cut: this.#cut, checkedTo: this.#checkedTo, length: this.#text.length };
+    const releasedWords = this.#starts.filter((s) => s < this.#cut).length;
+    return { words: this.#starts.length, releasedWords, cut: this.#cut, checkedTo: this.#checkedTo, length: this.#text.length };
   }
 
-  /** Indexes the words of the new text (the last word is re-read: it may have grown). */
-  #scan(): void {
-    const last = this.#words.at(-1);
-    if (last && last.end === this.#scanned) {
-      this.#words.pop();
-      this.#scanned = last.start;
+  /** Records where new words start; whether a word completed (whitespace followed it) since the last scan. */
+  #scan(): boolean {
+    const text = this.#text;
+    let completed = false;
+    for (let i = this.#scanned; i < text.length; i++) {
+      const space = /\s/.test(text[i] as string);
+      const prevSpace = i === 0 || /\s/.test(text[i - 1] as string);
+      if (!space && prevSpace) this.#starts.push(i);
+      if (space && !prevSpace) completed = true;
     }
-    WORD.lastIndex = this.#scanned;
-    for (let m = WORD.exec(this.#text); m; m = WORD.exec(this.#text)) {
-      this.#words.push({ start: m.index, end: m.index + m[0].length, letters: m[0].match(LETTERS)?.length ?? 0 });
-    }
-    this.#scanned = this.#text.length;
+    this.#scanned = text.length;
+    return completed;
   }
 
-  /** Where the next release may end (a word start), or null when it would advance less than a step. */
-  #candidateCut(): number | null {
-    const words = this.#words;
-    let held = 0;
-    let letters = 0;
-    let i = words.length;
-    while (i > 0 && (held < HOLDBACK_WORDS || letters < HOLDBACK_LETTERS)) {
-      i--;
-      held++;
-      letters += (words[i] as Word).letters;
-    }
-    let cut = i > 0 ? (words[i] as Word).start : 0;
-    const marker = this.#text.indexOf("<<<", this.#cut);
-    if (marker >= 0 && marker < cut) cut = marker;
-    cut = Math.min(cut, this.#growingHexRun(cut));
-    const fresh = words.filter((w) => w.start >= this.#cut && w.end <= cut).length;
-    // The first release goes as soon as one word clears the held ones (time to first token); later ones per step.
-    return cut > this.#cut && fresh >= (this.#cut === 0 ? 1 : STEP_WORDS) ? cut : null;
-  }
-
-  /** The start of a hex run that reaches past `cut` (it may go on growing), else `cut`. */
-  #growingHexRun(cut: number): number {
-    HEX_RUN.lastIndex = this.#cut;
-    for (let m = HEX_RUN.exec(this.#text); m; m = HEX_RUN.exec(this.#text)) {
-      if (m.index + m[0].length >= cut) return m.index;
-    }
-    return cut;
-  }
-
-  /** The window the guard reads: from its density windows' width before the last release to the newest character. */
+  /** The judged text starts `CONTEXT_WORDS` words before the last release. */
   #windowStart(): number {
-    let words = 0;
-    let letters = 0;
-    let i = this.#words.findIndex((w) => w.start >= this.#cut);
-    if (i < 0) i = this.#words.length;
-    while (i > 0 && (words < SHINGLE_WINDOW_WORDS + HOLDBACK_WORDS || letters < LETTER_WINDOW + HOLDBACK_LETTERS)) {
-      i--;
-      words++;
-      letters += (this.#words[i] as Word).letters;
-    }
-    return i > 0 ? (this.#words[i] as Word).start : 0;
+    let i = this.#starts.findIndex((s) => s >= this.#cut);
+    if (i < 0) i = this.#starts.length;
+    return i <= CONTEXT_WORDS ? 0 : (this.#starts[i - CONTEXT_WORDS] as number);
+  }
+
+  /** Where the release must stop: what the judgement holds, a marker block, and the word still being written. */
+  #holdFrom(held: number): number {
+    let cut = held;
+    const marker = this.#text.indexOf("<<<", this.#cut);
+    if (marker >= 0) cut = Math.min(cut, marker);
+    if (!/\s$/.test(this.#text)) cut = Math.min(cut, this.#starts.at(-1) ?? 0);
+    return cut;
   }
 
   /** Releases the visible form of the text up to `cut`, when it is stable (else waits for a later step). */
   #release(cut: number): StreamStep {
+    if (cut <= this.#cut) return null;
     const atStart = this.#cut === 0;
     const segment = this.#visible(this.#text.slice(this.#cut, cut), atStart);
     const ahead = this.#visible(this.#text.slice(this.#cut), atStart);

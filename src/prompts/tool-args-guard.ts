@@ -7,6 +7,8 @@
  * `policy.denied` tool error the model can read.
  */
 import { sha256Hex } from "./hash";
+import { hiddenIndex } from "./leak-guard/hidden-index";
+import { DisclosureLedger } from "./leak-guard/ledger";
 import { checkToolArguments } from "./output-guard";
 
 /** The key that marks stored arguments as withheld. */
@@ -19,12 +21,17 @@ export const WITHHELD_ERROR = {
     "the call's arguments carry text of the hidden instructions (system prompt or operator policies); it was not run and its arguments were not recorded",
 } as const;
 
-/** Arguments as the engine stores them: the original text, or a placeholder when they leak hidden text. */
+/**
+ * Arguments as the engine stores them: the original text, or a placeholder when they leak hidden text — judged
+ * against the conversation's ledger (issue 33: arguments are released to a tool, so they count like any release),
+ * or alone given only the inline layers.
+ */
 export async function guardArguments(
   args: string,
-  extraHidden: readonly string[],
+  ledgerOrHidden: DisclosureLedger | readonly string[],
 ): Promise<{ args: string; withheld: false } | { args: string; withheld: true; reason: string }> {
-  const verdict = checkToolArguments(args, extraHidden);
+  const ledger = ledgerOrHidden instanceof DisclosureLedger ? ledgerOrHidden : new DisclosureLedger(hiddenIndex(ledgerOrHidden));
+  const verdict = checkToolArguments(args, [], ledger);
   if (!verdict.blocked) return { args, withheld: false };
   const placeholder = JSON.stringify({ [WITHHELD_KEY]: `hidden-layer text (${verdict.reason})`, sha256: await sha256Hex(args) });
   return { args: placeholder, withheld: true, reason: verdict.reason };

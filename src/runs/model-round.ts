@@ -53,8 +53,13 @@ export async function modelRound(
 /** The finish a reply decides, with the reply stored beside it; null when its tool calls are planned instead. */
 function endingOf(run: RunRow, spec: RunSpec, reply: Reply): { finish: Exclude<Finish, { status: "paused" }>; reply: string } | null {
   const { visible, verdict, calls } = reply;
-  if (verdict.blocked)
-    return { reply: visible, finish: { status: "completed", output: visible, payload: { refused: REFUSE_SYSTEM_PROMPT } } };
+  if (verdict.blocked) {
+    // Issue 33: a refusal for what the conversation released over many turns marks the conversation in the audit
+    // log (the run.completed event carries it); the other refusals keep their payload.
+    const marked =
+      verdict.reason === "hidden_text_coverage" ? { disclosure: { reason: verdict.reason, covered: reply.ledger.covered.size } } : {};
+    return { reply: visible, finish: { status: "completed", output: visible, payload: { refused: REFUSE_SYSTEM_PROMPT, ...marked } } };
+  }
   if (calls.length === 0 && reply.markerError === null) return { reply: visible, finish: { status: "completed", output: visible } };
   if (calls.length > MAX_TOOL_CALLS_ANSWERED)
     return {

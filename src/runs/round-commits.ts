@@ -11,7 +11,9 @@
  *   is awaited in between (a read-only call's `started` mark and idempotency record join it, D-065).
  * What is shipped outside the object afterwards (D1 index rows) is in ship.ts.
  */
+
 import { redactText, secretValuesFromEnv } from "../security/redact";
+import { saveLedger } from "../sessions/disclosure-ledger";
 import type { Sql } from "../storage/sql";
 import { emit, type Finish, type RunContext, safeJson } from "./host";
 import { finishRun } from "./lifecycle";
@@ -94,6 +96,8 @@ export function commitModelReply(ctx: RunContext, run: RunRow, round: number, an
       tool_calls: reply.calls.length,
     });
     for (const t of reply.notesTraces) appendTrace(sql, run.id, t.kind, t.data as Record<string, unknown>);
+    // Issue 33: what the conversation has released of the hidden layers, with the reply that released it.
+    saveLedger(sql, reply.ledger, reply.ledgerLoaded, reply.verdict.blocked ? reply.verdict.reason : undefined);
   });
 }
 

@@ -1,15 +1,19 @@
 /**
  * `interpretReply`, the last step of a model round: what the model's answer means for the run. The tool calls
  * it asked for (native, or a marker block for marker-protocol models), the output guard (issue 20 §2) run with
- * the NOTES block still in and again after it, NOTES applied to the checkpoint, secrets redacted; then, for
- * calls about to be planned, arguments carrying hidden-layer text withheld and the per-turn/per-run caps.
+ * the NOTES block still in and again after it — against the conversation's disclosure ledger (issue 33) — NOTES
+ * applied to the checkpoint, secrets redacted, invisible characters removed; then, for calls about to be planned,
+ * arguments carrying hidden-layer text withheld (the same ledger) and the per-turn/per-run caps.
  */
 import type { AssembledPrompt } from "../prompts/assemble";
 import { disclosureRefusalMessage } from "../prompts/disclosure";
-import { checkOutput, type OutputVerdict } from "../prompts/output-guard";
+import { sanitize } from "../prompts/leak-guard/invisible";
+import type { DisclosureLedger } from "../prompts/leak-guard/ledger";
+import { checkRelease, type OutputVerdict } from "../prompts/output-guard";
 import { guardArguments } from "../prompts/tool-args-guard";
 import type { ChatResult, ToolCall } from "../providers/adapter";
 import { redactText, secretValuesFromEnv } from "../security/redact";
+import { loadLedger } from "../sessions/disclosure-ledger";
 import { MARKER_BLOCK, type RunContext } from "./host";
 import type { RunSpec } from "./spec";
 import { type RunRow, runToolExecutions } from "./store";
@@ -37,6 +41,10 @@ export interface Reply {
   markerError: string | null;
   /** The texts the output guard treats as hidden beyond the stack's own (the inline L2). */
   hidden: string[];
+  /** The conversation's disclosure ledger with this reply (and, once planned, its calls' arguments) recorded. */
+  ledger: DisclosureLedger;
+  /** The ledger as loaded (its JSON state), so the reply's commit saves it only when it changed. */
+  ledgerLoaded: string;
   notesTraces: { kind: "notes_patch" | "actions"; data: object }[];
 }
 
@@ -51,15 +59,19 @@ export async function interpretReply(ctx: RunContext, prompt: AssembledPrompt, p
     calls = markers.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args }));
     markerError = markers.error;
   }
-  // Issue 20 §2: the reply is checked with its NOTES block still in, so a leaking NOTES patch is never applied.
+  // Issue 20 §2: the reply is checked with its NOTES block still in, so a leaking NOTES patch is never applied;
+  // issue 33: against the conversation's ledger (a copy for this first check: only the released text is recorded).
   const hidden = prompt.system.filter((s) => s.id === "inline").map((s) => s.content);
-  const raw = checkOutput(markers.visible, hidden);
+  const ledger = loadLedger(host.sql, hidden);
+  const ledgerLoaded = JSON.stringify(ledger.state());
+  const raw = checkRelease(markers.visible, ledger.copy(), true);
   const notes = raw.blocked ? withheldNotes(markers.visible) : await host.applyNotes(markers.visible);
   const secrets = secretValuesFromEnv(host.env);
-  const verdict = raw.blocked ? raw : checkOutput(notes.visible, hidden);
-  const redacted = verdict.blocked ? disclosureRefusalMessage() : redactText(notes.visible, secrets);
+  const verdict = raw.blocked ? raw : checkRelease(notes.visible, ledger);
+  // Issue 33: characters no reader sees are never released (invisible.ts keeps emoji and script sequences).
+  const redacted = verdict.blocked ? disclosureRefusalMessage() : sanitize(redactText(notes.visible, secrets));
   const visible = verdict.blocked ? redacted : (host.redactSplitReply?.(redacted) ?? redacted);
-  return { visible, verdict, calls, markerError, hidden, notesTraces: notes.traces };
+  return { visible, verdict, calls, markerError, hidden, ledger, ledgerLoaded, notesTraces: notes.traces };
 }
 
 /**
@@ -76,7 +88,7 @@ export async function callsToPlan(
 ): Promise<{ calls: AskedCall[]; limits: ToolLimitSplit<number> }> {
   let calls = reply.calls;
   if (reply.markerError !== null) calls = [{ id: `markers-${round}`, tool: MARKER_BLOCK, args: reply.markerError }];
-  calls = await withholdLeakingArgs(ctx, run, calls, reply.hidden);
+  calls = await withholdLeakingArgs(ctx, run, calls, reply.ledger);
   const limits = reply.markerError === null ? toolLimits(ctx, run, spec, calls.length) : { admitted: [], refused: [] };
   return { calls, limits };
 }
@@ -102,11 +114,11 @@ async function withholdLeakingArgs<C extends { tool: string; args: Record<string
   ctx: RunContext,
   run: RunRow,
   calls: C[],
-  hidden: readonly string[],
+  ledger: DisclosureLedger,
 ): Promise<C[]> {
   return Promise.all(
     calls.map(async (c) => {
-      const guarded = await guardArguments(typeof c.args === "string" ? c.args : JSON.stringify(c.args), hidden);
+      const guarded = await guardArguments(typeof c.args === "string" ? c.args : JSON.stringify(c.args), ledger);
       if (!guarded.withheld) return c;
       ctx.host.logger.log("warn", "prompt.disclosure_refused", {
         request_id: run.id,

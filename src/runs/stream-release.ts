@@ -13,6 +13,7 @@
 import { disclosureRefusalMessage } from "../prompts/disclosure";
 import { StreamGuard } from "../prompts/stream-guard";
 import { redactText, secretValuesFromEnv } from "../security/redact";
+import { loadLedger } from "../sessions/disclosure-ledger";
 import type { RunContext } from "./host";
 
 /** What separates the text of two model calls of one run in a stream (the preamble of a tool round, the answer). */
@@ -119,7 +120,8 @@ export function streamRelease(ctx: RunContext, runId: string, hidden: readonly s
       return;
     }
     if (!guard) {
-      guard = new StreamGuard(visibleForm(ctx), hidden);
+      // Issue 33: judged after what the conversation already released (the ledger is read here, saved with the reply).
+      guard = new StreamGuard(visibleForm(ctx), hidden, loadLedger(ctx.host.sql, hidden));
       entry.roundStart = entry.text.length;
       entry.separate = entry.text !== "";
       piece = pending + piece;

@@ -69,6 +69,20 @@ export const REPLY_SCHEMA = `CREATE TABLE reply_outbox (
      updated_at TEXT NOT NULL
    );`;
 
+/**
+ * Issue 33: the conversation's disclosure ledger (src/prompts/leak-guard/ledger.ts) — what the model has already
+ * given away of the hidden layers. Made when a conversation first releases model text; never touched by a migration.
+ */
+export const DISCLOSURE_LEDGER_SCHEMA = `CREATE TABLE disclosure_ledger (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     index_key TEXT NOT NULL,
+     covered TEXT NOT NULL,
+     tail TEXT NOT NULL,
+     refusals INTEGER NOT NULL DEFAULT 0,
+     last_refusal TEXT,
+     updated_at TEXT NOT NULL
+   );`;
+
 /** A migration's DDL as statements that may run again (SQLite stores the same table text either way). */
 const ifNotExists = (ddl: string): string[] =>
   ddl
@@ -84,6 +98,7 @@ export const LAZY_TABLES = {
   notify_outbox: ifNotExists(NOTIFY_OUTBOX_SCHEMA),
   automation_completions: ifNotExists(AUTOMATION_COMPLETIONS_SCHEMA),
   reply_outbox: ifNotExists(REPLY_SCHEMA),
+  disclosure_ledger: ifNotExists(DISCLOSURE_LEDGER_SCHEMA),
 } as const;
 
 /** The lazy groups, in the order they are looked up together. */
@@ -175,5 +190,7 @@ function holdsRows(sql: Sql, group: LazyGroup): boolean {
       return sql.one`SELECT 1 AS x FROM automation_completions LIMIT 1` !== undefined;
     case "reply_outbox":
       return sql.one`SELECT 1 AS x FROM reply_outbox LIMIT 1` !== undefined;
+    case "disclosure_ledger":
+      return sql.one`SELECT 1 AS x FROM disclosure_ledger LIMIT 1` !== undefined;
   }
 }

@@ -59,6 +59,15 @@ describe("build: prompt bundling", () => {
       "build failed: prompts/tasks/blank_v1.txt: empty prompt",
     ],
     [
+      "ISSUE33 a prompt file with credential-shaped text (hidden layers must never hold a secret; the value is not echoed)",
+      (p) =>
+        writeFileSync(
+          join(p, "agents", "leaky_v1.txt"),
+          "Agent role: leaky\nUse the key sk-proj-abcdefghijklmnopqrstuvwx to call billing.\n",
+        ),
+      "build failed: prompts/agents/leaky_v1.txt: line 2 holds credential-shaped text (openai_style_key); hidden layers must never hold a secret",
+    ],
+    [
       "invalid UTF-8",
       (p) => writeFileSync(join(p, "tasks", "bad_v1.txt"), Buffer.from([0xff, 0xfe, 0x41])),
       "build failed: prompts/tasks/bad_v1.txt: not valid UTF-8",

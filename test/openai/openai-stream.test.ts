@@ -9,9 +9,9 @@ import { env } from "cloudflare:workers";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
-import { measureOverlap } from "../../src/prompts/output-guard";
 import { runConfig, scriptProvider, uniqueHost } from "../support/config";
 import { baseWithoutCanary } from "../support/leaks";
+import { measureOverlap } from "../support/overlap-measure";
 import { ALICE, type App, appFor, call, runDetail, until, waitForRun } from "../support/runs";
 
 /** The official SDK, pointed at the gateway app (no retries). */

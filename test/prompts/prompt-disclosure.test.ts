@@ -7,7 +7,8 @@
 import { describe, expect, it } from "vitest";
 import { getBasePrompt, requirePrompt } from "../../src/prompts/catalog";
 import { classifyDisclosureRequest, disclosureRefusalMessage, normaliseForGuard } from "../../src/prompts/disclosure";
-import { checkOutput, VERBATIM_RUN_WORDS } from "../../src/prompts/output-guard";
+import { BLOCK_RUN } from "../../src/prompts/leak-guard/ledger";
+import { checkOutput } from "../../src/prompts/output-guard";
 import adversarial from "../fixtures/disclosure/adversarial.json";
 import benign from "../fixtures/disclosure/benign.json";
 
@@ -77,8 +78,15 @@ describe("US-PROMPT-002 output guard", () => {
     expect(checkOutput("sophie l1 canary")).toEqual({ blocked: true, reason: "canary" });
   });
 
-  it(`runs shorter than ${VERBATIM_RUN_WORDS} words are ordinary language, not disclosure`, () => {
-    expect(checkOutput("I am precise, candid and brief. I will ask one short clarifying question.")).toEqual({ blocked: false });
+  it(`runs shorter than ${BLOCK_RUN} words are ordinary language, not disclosure`, () => {
+    // Issue 33 lowered the run that counts from 12 words to 5: the sentence this test used to pass now carries the
+    // hidden five-word sequence "ask one short clarifying question" and is refused; four-word runs still pass.
+    expect(BLOCK_RUN).toBe(5);
+    expect(checkOutput("I am precise, candid and brief. I will ask a short question.")).toEqual({ blocked: false });
+    expect(checkOutput("I am precise, candid and brief. I will ask one short clarifying question.")).toEqual({
+      blocked: true,
+      reason: "verbatim_hidden_text",
+    });
   });
 
   it("an inline L2 override is protected too", () => {

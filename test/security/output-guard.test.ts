@@ -4,10 +4,11 @@
  * replies that must pass (test/fixtures/disclosure/benign-replies.json).
  */
 import { describe, expect, it } from "vitest";
-import { baseReadings, comparisonForm, formsOf, lettersOf, wordsOf } from "../../src/prompts/leak-normalise";
-import { checkOutput, checkToolArguments, measureOverlap } from "../../src/prompts/output-guard";
+import { checkOutput, checkToolArguments } from "../../src/prompts/output-guard";
 import benign from "../fixtures/disclosure/benign-replies.json";
 import { apiChannelPolicy, baseSection, baseWithoutCanary, CANARY_DISGUISES, DISGUISES, PARAPHRASE_WITH_SHINGLES } from "../support/leaks";
+import { measureOverlap } from "../support/overlap-measure";
+import { baseReadings, comparisonForm, formsOf, lettersOf, wordsOf } from "../support/overlap-normalise";
 
 describe("ISSUE20-§2 the comparison form", () => {
   it("NFKC, format characters removed, look-alikes folded, hyphens inside words joined, non-letters one separator, lower case", () => {
@@ -74,14 +75,17 @@ describe("ISSUE20-§2 benign replies that quote a few words pass", () => {
     expect(new Set(replies.map((r) => r.kind)).size).toBeGreaterThanOrEqual(6);
   });
 
-  it("false refusals on the benign replies: 0", () => {
+  // Issue 33 counts a hidden run from 5 words (issue 20: 12). Two of these replies quote a base-prompt sentence of 7
+  // and 8 words ("Ask one short clarifying question instead of guessing"; "Data can ask you to do things"): the
+  // guard refuses them now, as it must refuse the same words from a model that was asked to leak them.
+  it("false refusals on the benign replies: the two that quote a hidden sentence of 7+ words (b16, b49)", () => {
     const refused = replies.filter((r) => checkOutput(r.reply).blocked).map((r) => r.id);
     const worst = replies
       .map((r) => ({ id: r.id, ...measureOverlap(r.reply) }))
       .sort((a, b) => b.shingles + b.grams - (a.shingles + a.grams))
       .slice(0, 3);
     console.log(`ISSUE20-§2 benign false refusals: ${refused.length}/${replies.length}; highest overlaps: ${JSON.stringify(worst)}`);
-    expect(refused).toEqual([]);
+    expect(refused).toEqual(["b16", "b49"]);
   });
 });
 
@@ -89,7 +93,11 @@ describe("ISSUE20-§2 the guard stays cheap", () => {
   // Performance is measured, not asserted by timers: like the redaction linearity tests, a super-linear guard shows
   // as this test running into its timeout (a 200 KB reply takes ~0.4 s here), and the figures are printed.
   it("a 200 KB reply (prose, base64, hex, escapes) is checked within the test's timeout (linear)", { timeout: 10_000 }, () => {
-    const replies = (benign as { replies: { reply: string }[] }).replies.map((r) => r.reply).join("\n");
+    // The replies the guard passes (issue 33 refuses b16 and b49, which quote a hidden sentence).
+    const replies = (benign as { replies: { id: string; reply: string }[] }).replies
+      .filter((r) => r.id !== "b16" && r.id !== "b49")
+      .map((r) => r.reply)
+      .join("\n");
     const big = replies.repeat(Math.ceil(200_000 / replies.length)).slice(0, 200_000);
     const small = big.slice(0, 20_000);
     const time = (text: string) => {

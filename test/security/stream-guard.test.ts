@@ -5,11 +5,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { disclosureRefusalMessage } from "../../src/prompts/disclosure";
-import { checkOutput, measureOverlap } from "../../src/prompts/output-guard";
-import { HOLDBACK_WORDS, MAX_LAG_WORDS, STEP_WORDS, StreamGuard } from "../../src/prompts/stream-guard";
+import { sanitize } from "../../src/prompts/leak-guard/invisible";
+import { checkOutput } from "../../src/prompts/output-guard";
+import { StreamGuard } from "../../src/prompts/stream-guard";
 import { streamTail } from "../../src/runs/stream-release";
 import { redactText } from "../../src/security/redact";
 import { baseWithoutCanary, DISGUISES } from "../support/leaks";
+import { measureOverlap } from "../support/overlap-measure";
 import { mulberry32 } from "../support/prng";
 
 const plain = (raw: string) => raw;
@@ -43,7 +45,9 @@ function stream(text: string | string[], visible = plain): { guard: StreamGuard;
 const benignWords = (n: number) => Array.from({ length: n }, (_, i) => `river${String.fromCharCode(97 + (i % 26))}${i}`);
 
 describe("ISSUE23 the incremental output guard", () => {
-  it("ISSUE23 window bound: after N words exactly 1 + floor((N-17)/8)*8 are released (N >= 17), never more than 24 behind nor ahead of the check", () => {
+  // Issue 33 replaced issue 23's fixed hold (16 words, released in steps of 8: "after N words exactly
+  // 1 + floor((N-17)/8)*8 are released") with a hold of only what could still become hidden text.
+  it("ISSUE33 pace: words that resemble no hidden layer are released as each one completes — 0 words behind, never ahead of the check", () => {
     const words = benignWords(100);
     const guard = new StreamGuard(plain);
     let released = "";
@@ -51,17 +55,18 @@ describe("ISSUE23 the incremental output guard", () => {
       const step = guard.push(`${words[n - 1]} `);
       if (step && "release" in step) released += step.release;
       const p = guard.progress();
-      const expected = n > HOLDBACK_WORDS ? 1 + Math.floor((n - HOLDBACK_WORDS - 1) / STEP_WORDS) * STEP_WORDS : 0;
-      expect(p.releasedWords).toBe(expected);
-      expect(released).toBe(expected === 0 ? "" : `${words.slice(0, expected).join(" ")} `);
-      // Never more than MAX_LAG_WORDS behind once anything can be released, never less than HOLDBACK_WORDS.
-      if (n > HOLDBACK_WORDS) expect(n - p.releasedWords).toBeLessThanOrEqual(MAX_LAG_WORDS);
-      expect(n - p.releasedWords).toBeGreaterThanOrEqual(Math.min(n, HOLDBACK_WORDS));
-      // Never ahead of the check: everything released was inside a window that passed the guard.
+      expect(p.releasedWords).toBe(n);
+      expect(released).toBe(`${words.slice(0, n).join(" ")} `);
       expect(p.cut).toBeLessThanOrEqual(p.checkedTo);
     }
-    expect(MAX_LAG_WORDS).toBe(24);
     expect(guard.released).toBe(released);
+  });
+
+  it("ISSUE33 pace: the word still being written is held until whitespace shows it complete", () => {
+    const guard = new StreamGuard(plain);
+    expect(guard.push("rivera0 riv")).toEqual({ release: "rivera0 " });
+    expect(guard.push("erb1")).toBeNull();
+    expect(guard.push(" ")).toEqual({ release: "riverb1 " });
   });
 
   it("ISSUE23 pieces concatenate to the model's text: a benign answer cut anywhere releases a prefix, and the tail completes it", () => {
@@ -78,7 +83,8 @@ describe("ISSUE23 the incremental output guard", () => {
     const hidden = baseWithoutCanary();
     for (const seed of [1, 2, 3, 4, 5]) {
       const { guard, released, blockedAt } = stream(pieces(hidden, seed));
-      expect(released).toEqual([]);
+      // Issue 33: a single function word ("You") that a chunk shows complete is ordinary English and may go out.
+      expect(released, `seed ${seed}`).toEqual(seed === 1 ? ["You "] : []);
       expect(guard.blocked).toBe(true);
       expect(blockedAt).not.toBeNull();
       expect(streamTail("", 0, true, "anything")).toBe(disclosureRefusalMessage());
@@ -90,8 +96,8 @@ describe("ISSUE23 the incremental output guard", () => {
     const { guard, released } = stream(pieces(preamble + baseWithoutCanary(), 11));
     const out = released.join("");
     expect(guard.blocked).toBe(true);
-    expect(out).toBe(`${benignWords(40).join(" ")}. Now, `);
-    expect(preamble.startsWith(out)).toBe(true);
+    // Issue 33: the whole preamble goes out (issue 23 held its last 16 words); the hidden text after it does not.
+    expect(out).toBe(preamble);
     expect(out + streamTail(out, 0, true, "")).toBe(`${out}\n\n${disclosureRefusalMessage()}`);
   });
 
@@ -103,8 +109,9 @@ describe("ISSUE23 the incremental output guard", () => {
       expect(checkOutput(text).blocked, name).toBe(true);
       const { guard, released } = stream(pieces(text, name.length));
       const out = released.join("");
-      // What was released is the model's own lead-in at most: a prefix sharing nothing with the hidden layers.
-      expect(text.startsWith(out), name).toBe(true);
+      // What was released is the model's own lead-in at most: a prefix (invisible characters removed, issue 33)
+      // sharing nothing with the hidden layers.
+      expect(sanitize(text).startsWith(out), name).toBe(true);
       const overlap = measureOverlap(out);
       expect({ name, shingles: overlap.shingles, grams: overlap.grams, canary: overlap.canary }).toEqual({
         name,
@@ -114,8 +121,19 @@ describe("ISSUE23 the incremental output guard", () => {
       });
       seen[name] = { blocked: guard.blocked, released: out.length };
     }
-    // Every one trips mid-stream, before a character of it is released.
-    expect(seen).toEqual(Object.fromEntries(Object.keys(DISGUISES).map((name) => [name, { blocked: true, released: 0 }])));
+    // Every one trips mid-stream, before a character of the hidden text is released; issue 33 releases the model's
+    // own lead-in ("Here it is: ") and, at most, one function word of the hidden text ("You", "Yоu", "uoY").
+    const leadIns: Record<string, string> = {
+      zero_width_split: "Here it is: ",
+      base64: "Encoded as ",
+      reversed: "Read it backwards: \n.",
+      words_reversed: "uoY ",
+      homoglyphs: "Yоu ",
+      hex_bytes: "Hex dump: ",
+    };
+    expect(seen).toEqual(
+      Object.fromEntries(Object.keys(DISGUISES).map((name) => [name, { blocked: true, released: (leadIns[name] ?? "").length }])),
+    );
   });
 
   it("ISSUE23 base64 of the base prompt after a sentence: the whole run is held while it grows, then the guard trips", () => {
@@ -124,7 +142,8 @@ describe("ISSUE23 the incremental output guard", () => {
     const { guard, released } = stream(pieces(`${lead}${encoded} and that is all.`, 3, 12));
     expect(guard.blocked).toBe(true);
     const out = released.join("");
-    expect(out).toBe(`${benignWords(25).join(" ")} `);
+    // Issue 33: the lead-in goes out up to the words that may still join the encoded run (issue 23 held 16 words).
+    expect(out).toBe(`${benignWords(30).join(" ")}. Here is the encoded text you asked for, `);
     expect(lead.startsWith(out)).toBe(true);
   });
 

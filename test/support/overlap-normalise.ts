@@ -1,5 +1,5 @@
 /**
- * The comparison form and the decoded variants the output guard looks at
+ * The issue-20 output guard's comparison form and decoded variants, kept for the yardstick in overlap-measure.ts
  * (issue 20 §2). Everything here is linear in the text's length: a model told
  * to disguise its hidden layers (zero-width characters, look-alike letters,
  * hyphens inside words, spaced letters, base64, hex, JSON escapes, reversal)

@@ -17,6 +17,7 @@
  */
 import { z } from "zod";
 import { CHANNEL_NAME, channelSenders } from "../../channels/outbound";
+import { sanitize } from "../../prompts/leak-guard/invisible";
 import { checkOutput } from "../../prompts/output-guard";
 import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import "../../channels/senders";
@@ -112,6 +113,8 @@ export function createMessageSend(options: { honeypot?: HoneypotConfig; now?: ()
       } else {
         text = input.text ?? "";
       }
+      // Issue 33: characters no reader sees never leave (emoji and script sequences are kept).
+      text = sanitize(text);
       // Issue 20 §2: a message that carries hidden-layer text is never sent (defence in depth behind the engine).
       if (checkOutput(text).blocked) return { ok: false, error: { ...WITHHELD_ERROR } };
       // S1 §4.3: the exact text handed to the adapter is hashed by the run, whether or not delivery is confirmed.

@@ -1,0 +1,71 @@
+/**
+ * The leak guard's judgement of one text against a conversation's ledger (issue 33): every family's reading of the
+ * text (after the last words already released, so runs go on across model calls), every run of hidden words in
+ * them, and what releasing the text would add to the ledger. Refused: the canary in any reading; a run of
+ * `BLOCK_RUN` hidden words; coverage that puts pieces back together or passes the conversation's limit. Also says
+ * from where text must still be held while it streams: a run or an encoded run that the next words may extend.
+ */
+import { findRuns, type Run } from "./chains";
+import { readingsOf } from "./families";
+import { BLOCK_RUN, COVER_RUN, type DisclosureLedger } from "./ledger";
+
+/** Why a text was refused. */
+export type LeakReason = "canary" | "verbatim_hidden_text" | "disguised_hidden_text" | "hidden_text_coverage";
+
+/** The L1 canary's value, in the letters and digits of any reading, forwards or backwards. */
+const CANARY_VALUES = ["4f9c2e7a61", "sophiel1canary"].flatMap((v) => [v, [...v].reverse().join("")]);
+
+const carriesCanary = (alnum: string) => CANARY_VALUES.some((v) => alnum.includes(v));
+
+export interface Assessment {
+  blocked: LeakReason | null;
+  /** The family and reading that tripped (for logs; never text). */
+  signal: string | null;
+  /** Raw offset from which the text must still be held (the text's length when nothing need be). */
+  holdFrom: number;
+  /** Hidden positions each run would cover, and the raw offset where that run ends. */
+  covers: { rawEnd: number; positions: number[] }[];
+}
+
+/** Whether a run is the kind a leak is made of: long enough, with a content word or enough letters. */
+const substantial = (r: Run) => r.contentWords >= 1 || r.letters >= 16;
+
+/** Whether an open run may be the start of a hidden sequence, so the words it spans wait for the next ones. */
+function holdable(r: Run): boolean {
+  return r.open && (r.contentWords >= 1 || r.len >= 2);
+}
+
+function reasonOf(r: Run): LeakReason {
+  return r.reading === "plain" && r.family === "as_written" && !r.backwards ? "verbatim_hidden_text" : "disguised_hidden_text";
+}
+
+/**
+ * Assesses `text` as the next release of a conversation whose ledger is `ledger`. Pure: the ledger is only read;
+ * the caller adds `covers` once the text is released.
+ */
+export function assess(text: string, ledger: DisclosureLedger, context = ""): Assessment {
+  const shift = context === "" ? 0 : context.length + 1;
+  const full = context === "" ? text : `${context} ${text}`;
+  const readings = readingsOf(full);
+  const result: Assessment = { blocked: null, signal: null, holdFrom: text.length, covers: [] };
+  const alnum: string[] = [];
+  const runs = findRuns(readings, ledger.index, alnum);
+  if (alnum.some(carriesCanary)) return { ...result, blocked: "canary", signal: "canary" };
+  const fresh = new Set<number>();
+  for (const r of runs) {
+    const rawEnd = Math.max(0, r.rawEnd - shift);
+    if (r.len >= BLOCK_RUN && substantial(r))
+      return { ...result, blocked: reasonOf(r), signal: `${r.reading}/${r.family}${r.backwards ? "/backwards" : ""}` };
+    if (r.len >= COVER_RUN && r.contentWords >= 1) {
+      const positions: number[] = [];
+      for (let p = r.from; p <= r.to; p++) positions.push(p);
+      result.covers.push({ rawEnd, positions });
+      for (const p of positions) if (!ledger.covered.has(p)) fresh.add(p);
+    }
+    if (holdable(r)) result.holdFrom = Math.min(result.holdFrom, Math.max(0, r.rawStart - shift));
+  }
+  if (fresh.size > 0 && ledger.spreads(fresh)) return { ...result, blocked: "hidden_text_coverage", signal: "coverage/spread" };
+  if (fresh.size > 0 && ledger.exceeds(fresh)) return { ...result, blocked: "hidden_text_coverage", signal: "coverage/limit" };
+  for (const r of readings) if (r.open !== null) result.holdFrom = Math.min(result.holdFrom, Math.max(0, r.open - shift));
+  return result;
+}
