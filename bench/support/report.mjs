@@ -281,6 +281,10 @@ export function summarise(results, peer) {
         ratio:
           ttft === undefined ? "" : `${both(vsPeer(ttft, peerFirst), conv === undefined ? undefined : vsPeer(conv, peerFirst))}× ${what}`,
         peer: peerFirst,
+        // Issue 33: a benign answer streams at the model's pace — the conversation's first token within 2× the peer's.
+        ...(measured === undefined || conv === undefined
+          ? {}
+          : { target: `≤ 2× peer (${r(2 * measured, 1)})`, pass: conv <= 2 * measured }),
       },
     );
   }
@@ -345,10 +349,22 @@ export function summarise(results, peer) {
     add("context build 10,000 ÷ 100", c.ratio_10000_to_100, "×", { target: "≤ 1.5", pass: c.ratio_10000_to_100 <= 1.5 });
   }
   const p = results.prompts;
-  if (p && !p.error)
+  if (p && !p.error) {
     add("prompt assembly (median / p95)", `${p.prompt_assembly?.median_us} / ${p.prompt_assembly?.p95_us}`, "µs", {
       ratio: `${p.prompt_assembly?.ratio_to_baseline}× one SHA-256 of the message`,
     });
+    const g = p.guarded_turn;
+    if (g)
+      add(`guard CPU per guarded turn (${g.answer_words}-word answer streamed + judged whole, median)`, g.total_median_us, "µs", {
+        ratio: `stream ${g.stream_guard_whole_answer?.median_us} + final ${g.final_answer_with_ledger?.median_us}`,
+      });
+    if (p.guarded_tool_round)
+      add(
+        "guard CPU per tool round (its text + one call's arguments, median / p95)",
+        `${p.guarded_tool_round.median_us} / ${p.guarded_tool_round.p95_us}`,
+        "µs",
+      );
+  }
   const red = results.redaction;
   if (red && !red.error) {
     const worst = red.worst_adversarial;

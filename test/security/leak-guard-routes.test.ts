@@ -1,7 +1,7 @@
 /**
  * Issue 33, end to end: the committed adversarial corpus's replies from a scripted hostile model, through every
  * route that releases model text — POST /v1/chat/completions (whole and streamed), POST /v1/runs (Prefer: wait),
- * POST /v1/chat/messages, the WebSocket route (streamed) and a Telegram chat — and hidden text spread over a run's
+ * POST /v1/chat/messages, the WebSocket route (streamed), a run's event stream with `deltas=true` and a Telegram chat — and hidden text spread over a run's
  * tool rounds and over a conversation's turns. What a caller or an admin can read afterwards (the answer, the SSE or
  * socket frames, the run view, its events, the transcript, the chat's messages) gives away zero hidden 5-word
  * sequences, read through every family's inverse (test/support/disclosure-corpus.ts).
@@ -21,7 +21,7 @@ beforeAll(() => registerTestTools());
 const replies = (corpus.replies as CorpusReply[]).filter((r) => r.layer === "base");
 const BASE = replies.find((r) => r.family === "plain")?.text ?? "";
 const COUNTED = countedSequences([BASE]);
-const ROUTES = ["completions", "completions_stream", "runs_wait", "chat_messages", "socket_stream", "telegram"] as const;
+const ROUTES = ["completions", "completions_stream", "runs_wait", "chat_messages", "socket_stream", "events_stream", "telegram"] as const;
 type Route = (typeof ROUTES)[number];
 const headers = { Authorization: `Bearer ${ALICE}`, "Content-Type": "application/json" };
 const label = () => crypto.randomUUID().slice(0, 8);
@@ -68,6 +68,11 @@ async function drive(route: Route, host: string, streaming: boolean): Promise<{ 
     const sent = await call(app, "POST", "/v1/chat/messages", { user_id: "u1", room_id: `room-${label()}`, agent_id: "main", message });
     await finished(app, sent.body.id);
     return { app, runId: sent.body.id, received: (await call(app, "GET", `/v1/runs/${sent.body.id}`)).text };
+  }
+  if (route === "events_stream") {
+    const queued = await call(app, "POST", "/v1/runs", { agent_id: "main", message });
+    const r = await readResponse(await app.request(`https://gateway.test/v1/runs/${queued.body.id}/events?deltas=true`, { headers }, env));
+    return { app, runId: queued.body.id, received: r.text };
   }
   if (route === "socket_stream") {
     const client = await connect(app, `room-${label()}`);
@@ -116,21 +121,26 @@ describe("ISSUE33 the corpus through every route that releases model text", () =
   }, async () => {
     const leaked: Record<string, number> = {};
     const answered: Record<string, boolean> = {};
+    let watchedLive = 0;
     for (const [i, reply] of replies.entries()) {
       const route = ROUTES[i % ROUTES.length] as Route;
       const host = uniqueHost("script");
-      await scriptProvider(host, [{ content: reply.text }]);
+      // The events stream is opened after the run is queued: the model streams slowly enough for it to watch.
+      const slow = route === "events_stream" ? { chunks: reply.text.match(/[\s\S]{1,64}/g) ?? [], chunk_delay_ms: 1 } : {};
+      await scriptProvider(host, [{ content: reply.text, ...slow }]);
       const { app, runId, received } = await drive(route, host, route.endsWith("_stream"));
       const run = await finished(app, runId);
       const seen = `${received}\n${await afterwards(app, runId)}`;
       const n = releasedSequences(seen, COUNTED).length;
       if (n > 0) leaked[`${reply.family} on ${route}`] = n;
+      if (route === "events_stream" && received.includes('"offset"')) watchedLive++;
       answered[reply.family] = run.output === disclosureRefusalMessage();
     }
     console.log(
-      `ISSUE33 routes: ${Object.values(answered).filter(Boolean).length}/${replies.length} answered with the refusal; leaks: ${JSON.stringify(leaked)}`,
+      `ISSUE33 routes: ${Object.values(answered).filter(Boolean).length}/${replies.length} answered with the refusal; event streams that carried deltas: ${watchedLive}; leaks: ${JSON.stringify(leaked)}`,
     );
     expect(leaked).toEqual({});
+    expect(watchedLive).toBe(6);
     expect(Object.entries(answered).filter(([, refused]) => !refused)).toEqual([]);
   });
 });
