@@ -300,7 +300,12 @@ async function answeredAsExpected(
   const check = (ok: boolean, what: string) => ok || problems.push(`${c.name}: ${what}`);
   check(run.status === "completed", `run ${run.status}`);
   if (c.carrier !== "tool_args") {
-    check(answer === disclosureRefusalMessage(), `answered ${JSON.stringify(answer.slice(0, 60))}`);
+    // Issue 33 (D-090): a stream releases the model's own lead-in ("Encoded as ") before it is refused; the caller then
+    // reads that lead-in, a blank line and the refusal. Whole answers are the refusal alone, as before.
+    const refusal = disclosureRefusalMessage();
+    const lead = answer.endsWith(`\n\n${refusal}`) ? answer.slice(0, -(refusal.length + 2)) : null;
+    const leadIn = c.surface === "completions_stream" && lead !== null && (c.steps[0]?.content ?? "").startsWith(lead);
+    check(answer === refusal || leadIn, `answered ${JSON.stringify(answer.slice(0, 60))}`);
     return problems;
   }
   check(answer === "I could not do that.", `answered ${JSON.stringify(answer.slice(0, 60))}`);
