@@ -12,6 +12,7 @@
  * version that made them); readers go through `readLazy` and read nothing when absent. Whether they exist is
  * learned once per object (one `sqlite_master` read for every group) and kept per database. No migration after the
  * one that made a group may touch it (test/sessions/fresh-turn.test.ts holds it): a lazy table changes only here.
+ * Issue 33 adds a group no migration ever made (`LAZY_ONLY_TABLES`): the disclosure ledger, made by its first writer.
  */
 import { databaseOf, type Sql, SqlError } from "../storage/sql";
 
@@ -98,14 +99,20 @@ export const LAZY_TABLES = {
   notify_outbox: ifNotExists(NOTIFY_OUTBOX_SCHEMA),
   automation_completions: ifNotExists(AUTOMATION_COMPLETIONS_SCHEMA),
   reply_outbox: ifNotExists(REPLY_SCHEMA),
+} as const;
+
+/** Tables no migration ever made: created by their first writer only (issue 33's disclosure ledger). */
+export const LAZY_ONLY_TABLES = {
   disclosure_ledger: ifNotExists(DISCLOSURE_LEDGER_SCHEMA),
 } as const;
 
+const ALL_LAZY = { ...LAZY_TABLES, ...LAZY_ONLY_TABLES };
+
 /** The lazy groups, in the order they are looked up together. */
-const GROUPS = Object.keys(LAZY_TABLES) as LazyGroup[];
+const GROUPS = Object.keys(ALL_LAZY) as LazyGroup[];
 
 /** A group of lazily created tables (named after its first table). */
-export type LazyGroup = keyof typeof LAZY_TABLES;
+export type LazyGroup = keyof typeof ALL_LAZY;
 
 const known = new WeakMap<object, Map<LazyGroup, boolean>>();
 
@@ -140,7 +147,7 @@ export function lazyTablesPresent(sql: Sql, group: LazyGroup): boolean {
 export function ensureLazyTables(sql: Sql, group: LazyGroup): void {
   const m = knownOf(sql);
   if (m.get(group) === true) return;
-  const statements = LAZY_TABLES[group];
+  const statements = ALL_LAZY[group];
   sql.script(statements.join(";\n"), statements.length);
   // Not `true`: a transaction that rolls the CREATE back must not leave us believing it exists; the next read looks.
   m.delete(group);
@@ -165,7 +172,7 @@ export function readLazy<T>(sql: Sql, group: LazyGroup, absent: T, read: () => T
  * A migration step (schema v19, D-062): drops each group's tables where they hold no row (a brand-new object, an
  * unused one); a group that holds rows is kept, and looked up again on first read. Every group named exists at v19.
  */
-export function dropLazyIfEmpty(...groups: LazyGroup[]): (sql: Sql) => void {
+export function dropLazyIfEmpty(...groups: (keyof typeof LAZY_TABLES)[]): (sql: Sql) => void {
   return (sql) => {
     for (const group of groups) {
       if (holdsRows(sql, group)) {
@@ -180,7 +187,7 @@ export function dropLazyIfEmpty(...groups: LazyGroup[]): (sql: Sql) => void {
 }
 
 /** Whether the group's first table holds a row (one statement per table: a name cannot be a parameter). */
-function holdsRows(sql: Sql, group: LazyGroup): boolean {
+function holdsRows(sql: Sql, group: keyof typeof LAZY_TABLES): boolean {
   switch (group) {
     case "memory":
       return sql.one`SELECT 1 AS x FROM memory LIMIT 1` !== undefined;
@@ -190,7 +197,5 @@ function holdsRows(sql: Sql, group: LazyGroup): boolean {
       return sql.one`SELECT 1 AS x FROM automation_completions LIMIT 1` !== undefined;
     case "reply_outbox":
       return sql.one`SELECT 1 AS x FROM reply_outbox LIMIT 1` !== undefined;
-    case "disclosure_ledger":
-      return sql.one`SELECT 1 AS x FROM disclosure_ledger LIMIT 1` !== undefined;
   }
 }
