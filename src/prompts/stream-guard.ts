@@ -17,17 +17,18 @@ import { assess } from "./leak-guard/assess";
 import { GAP } from "./leak-guard/chains";
 import { hiddenIndex } from "./leak-guard/hidden-index";
 import { sanitize } from "./leak-guard/invisible";
-import { DisclosureLedger } from "./leak-guard/ledger";
+import { BLOCK_RUN, DisclosureLedger } from "./leak-guard/ledger";
 import type { OutputVerdict } from "./output-guard";
 
 /** Held text is judged again once it has grown by this many characters, even when no word completed. */
 export const RECHECK_CHARS = 256;
 /**
- * Words before the last release that each judgement reads again. Released text holds at most the first word of a
- * run still open (a run of two words, or with a content word, is held from its start while it may grow; a closed
- * run cannot grow), and up to `GAP` foreign words after it; encoded and spelled runs are held whole while they grow.
+ * Words before the last release that each judgement reads again: a run that reaches the newest word is held, but one
+ * with foreign words after it is released as it goes (filler between hidden words), so up to `BLOCK_RUN - 1` of its
+ * words, each followed by up to `GAP` foreign ones, may be out already; the next judgement must still see them.
+ * (Encoded and spelled runs are held whole while they grow.)
  */
-export const CONTEXT_WORDS = GAP + 2;
+export const CONTEXT_WORDS = (BLOCK_RUN - 1) * (GAP + 1);
 
 /** What one push of model text gives: text to release now, nothing yet, or a refusal (the stream ends). */
 export type StreamStep = { release: string } | { blocked: Exclude<OutputVerdict, { blocked: false }> } | null;
@@ -64,7 +65,11 @@ export class StreamGuard {
     const completed = this.#scan();
     if (!completed && this.#text.length - this.#checkedTo < RECHECK_CHARS) return null;
     const from = this.#windowStart();
-    const a = assess(this.#text.slice(from), this.#ledger, from === 0 ? this.#ledger.tail : "");
+    // The word being written is held whatever it becomes, so a completed word is judged with the words before it
+    // alone (a run that reaches the last complete word waits for the next); a long token that grows without a
+    // break is judged whole every RECHECK_CHARS, so it is refused while it grows.
+    const end = completed ? this.#completeEnd() : this.#text.length;
+    const a = assess(this.#text.slice(from, Math.max(from, end)), this.#ledger, from === 0 ? this.#ledger.tail : "");
     this.#checkedTo = this.#text.length;
     if (a.blocked) {
       this.#blocked = true;
@@ -104,6 +109,11 @@ export class StreamGuard {
     }
     this.#scanned = text.length;
     return completed;
+  }
+
+  /** Where the complete words end: the text's end, or the start of the word still being written. */
+  #completeEnd(): number {
+    return /\s$/.test(this.#text) ? this.#text.length : (this.#starts.at(-1) ?? 0);
   }
 
   /** The judged text starts `CONTEXT_WORDS` words before the last release. */

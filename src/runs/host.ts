@@ -45,6 +45,8 @@ export interface RunHost {
   capabilities(): readonly string[];
   /** Called after each lifecycle event is written, inside the same storage transaction; `actor` for the audit. */
   onEvent?(event: RunEvent, actor: string): void;
+  /** Wakes this object's waiters on `runId` (a streamed run released text): never another instance's (after a crash). */
+  wake?(runId: string): void;
   /** The session's S5 type (setup sessions alone get setup-only tools); `ordinary` when absent. */
   sessionType?(): SessionType;
   /** What the session offers S5 tools for a call of `runId`. */

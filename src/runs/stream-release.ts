@@ -56,6 +56,9 @@ function watch(runId: string, wake: () => void, now: number): Release {
     releases.set(runId, entry);
   }
   entry.touched = now;
+  // The newest watcher's wake: after a crash a new instance of the object watches the same run in this isolate, and
+  // waking the old instance's waiters from the new one's I/O context is refused by the runtime.
+  entry.wake = wake;
   return entry;
 }
 
@@ -138,7 +141,9 @@ export function streamRelease(ctx: RunContext, runId: string, hidden: readonly s
       entry.separate = false;
       entry.text += step.release;
     }
-    entry.wake();
+    // This object's own waiters: the entry's may be another instance's (the run resumed after a crash in this isolate).
+    if (ctx.host.wake) ctx.host.wake(runId);
+    else entry.wake();
   };
 }
 

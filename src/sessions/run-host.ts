@@ -74,6 +74,7 @@ export function createRunHost(cx: SessionContext, waiters: RunWaiters): RunHost 
       enqueueAudit(cx.sql, auditFromRunEvent(event, actor, secretValuesFromEnv(cx.env)));
       waiters.wake(event.run_id);
     },
+    wake: (runId) => waiters.wake(runId),
     objectId: () => cx.objectId,
     channel: () => channelOf(cx),
     capabilities: () => grantedCapabilities(cx),

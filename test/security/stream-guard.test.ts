@@ -83,8 +83,7 @@ describe("ISSUE23 the incremental output guard", () => {
     const hidden = baseWithoutCanary();
     for (const seed of [1, 2, 3, 4, 5]) {
       const { guard, released, blockedAt } = stream(pieces(hidden, seed));
-      // Issue 33: a single function word ("You") that a chunk shows complete is ordinary English and may go out.
-      expect(released, `seed ${seed}`).toEqual(seed === 1 ? ["You "] : []);
+      expect(released).toEqual([]);
       expect(guard.blocked).toBe(true);
       expect(blockedAt).not.toBeNull();
       expect(streamTail("", 0, true, "anything")).toBe(disclosureRefusalMessage());
@@ -98,6 +97,7 @@ describe("ISSUE23 the incremental output guard", () => {
     expect(guard.blocked).toBe(true);
     // Issue 33: the whole preamble goes out (issue 23 held its last 16 words); the hidden text after it does not.
     expect(out).toBe(preamble);
+    expect(preamble.startsWith(out)).toBe(true);
     expect(out + streamTail(out, 0, true, "")).toBe(`${out}\n\n${disclosureRefusalMessage()}`);
   });
 
@@ -122,14 +122,14 @@ describe("ISSUE23 the incremental output guard", () => {
       seen[name] = { blocked: guard.blocked, released: out.length };
     }
     // Every one trips mid-stream, before a character of the hidden text is released; issue 33 releases the model's
-    // own lead-in ("Here it is: ") and, at most, one function word of the hidden text ("You", "Yоu", "uoY").
+    // own lead-in ("Here it is: ") and, at most, one word of the hidden text in a disguise ("uoY", "Lbh").
     const leadIns: Record<string, string> = {
       zero_width_split: "Here it is: ",
-      base64: "Encoded as ",
-      reversed: "Read it backwards: \n.",
+      base64: "Encoded as you ",
+      reversed: "Read it backwards: \n.ton ",
       words_reversed: "uoY ",
-      homoglyphs: "Yоu ",
       hex_bytes: "Hex dump: ",
+      rot13: "Lbh ",
     };
     expect(seen).toEqual(
       Object.fromEntries(Object.keys(DISGUISES).map((name) => [name, { blocked: true, released: (leadIns[name] ?? "").length }])),

@@ -30,9 +30,13 @@ export interface Assessment {
 /** Whether a run is the kind a leak is made of: long enough, with a content word or enough letters. */
 const substantial = (r: Run) => r.contentWords >= 1 || r.letters >= 16;
 
-/** Whether an open run may be the start of a hidden sequence, so the words it spans wait for the next ones. */
+/** Whether an open run may be the start of a hidden sequence, so the words it spans wait for the next one. */
 function holdable(r: Run): boolean {
-  return r.open && (r.contentWords >= 1 || r.len >= 2);
+  // Only a run whose last word is the newest complete word waits (a single hidden word too: a prefix of hidden text):
+  // the next word extends it or the words are released. A run with foreign words after it may still grow (filler
+  // between hidden words), but at most four of its words can go out before a fifth is refused — and holding it would
+  // stall every answer with an everyday phrase in it.
+  return r.atEnd;
 }
 
 function reasonOf(r: Run): LeakReason {

@@ -5,7 +5,7 @@
  * direction: for each word, each hidden position it can stand for extends the run that ended at the previous
  * position within the gap. Linear in the words times the positions a word can stand for.
  */
-import { COMMON_WORDS, FUNCTION_WORDS } from "./common-words";
+import { FUNCTION_WORDS } from "./common-words";
 import { WORD_FAMILIES, type WordFamily } from "./families";
 import { candidatesOf, tokenize } from "./fold";
 import { type HiddenIndex, pairKey, shapeOf, shapePairKey } from "./hidden-index";
@@ -14,7 +14,7 @@ import type { Reading } from "./reading";
 /** Foreign words allowed between two hidden words of one run. */
 export const GAP = 2;
 /** Tokens at least this long that are not hidden words are split into hidden words when they are words run together. */
-const SPLIT_FROM = 10;
+const SPLIT_FROM = 6;
 
 /** One run: which hidden positions (`from`..`to`), how it was read, and the raw text it came from. */
 export interface Run {
@@ -33,6 +33,8 @@ export interface Run {
   rawEnd: number;
   /** The run may still grow: its last word is within `GAP` words of the reading's end. */
   open: boolean;
+  /** Its last word is the reading's last word: the next word may extend it without a gap. */
+  atEnd: boolean;
 }
 
 /** A run as the tracker holds it while it may grow. */
@@ -243,21 +245,43 @@ export class RunTracker {
     }
   }
 
-  /** Runs that may still grow (their last word is within the gap of the last word fed); those that cannot have ended. */
-  open(): Run[] {
+  /**
+   * Runs that may still grow (their last word is within the gap of the last word fed); those that cannot have ended.
+   * `partialLast`: the last word fed may be incomplete (a spelled or encoded run still growing), so a run that ends
+   * just before it is at the end too.
+   */
+  open(partialLast = false): Run[] {
     const out: Run[] = [];
     this.#states.forEach((state, i) => {
       const [f, dir] = [i >> 1, i & 1 ? -1 : 1] as const;
       for (const [key, e] of state) {
-        if (this.#n - 1 - e.lastW <= GAP) out.push(this.#run(e, f, dir, true));
+        if (this.#n - 1 - e.lastW <= GAP) out.push(this.#run(e, f, dir, true, e.lastW >= this.#n - 1 - (partialLast ? 1 : 0)));
         else {
           this.#end(e, f, dir);
           state.delete(key);
         }
       }
     });
-    if (this.reading === "plain") out.push(...openSingles(this.#recent, this.index));
+    const last = this.#recent.at(-1);
+    if (this.reading === "plain" && last) out.push(...this.#startsHere(last));
     return out;
+  }
+
+  /** The last word, when it is a hidden word: a prefix of hidden text (a run may start with it), so it waits. */
+  #startsHere(word: Word): Run[] {
+    const c = word.cands.find((x) => this.index.positions.has(x));
+    if (c === undefined) return [];
+    const pos = this.index.positions.get(c)?.[0] as number;
+    const run = {
+      len: 1,
+      first: pos,
+      content: contentOf(this.index, pos),
+      letters: c.length,
+      lastW: this.#n - 1,
+      raw: word.raw,
+      rawEnd: word.rawEnd,
+    };
+    return [this.#run(run, 0, 1, true, true)];
   }
 
   #step(f: number, dir: 1 | -1, state: Map<number, Entry>, word: Word, w: number): void {
@@ -315,7 +339,7 @@ export class RunTracker {
     if (reportable(e)) this.ended.push(this.#run(e, f, dir, false));
   }
 
-  #run(e: Entry, f: number, dir: 1 | -1, open: boolean): Run {
+  #run(e: Entry, f: number, dir: 1 | -1, open: boolean, atEnd = false): Run {
     const last = e.first + dir * (e.len - 1);
     return {
       family: (WORD_FAMILIES[f] as WordFamily).name,
@@ -329,32 +353,9 @@ export class RunTracker {
       rawStart: e.raw,
       rawEnd: e.rawEnd,
       open,
+      atEnd,
     };
   }
-}
-
-/** The last words of the text as sent that are uncommon hidden words: a run may start there, so they wait. */
-function openSingles(words: readonly Word[], index: HiddenIndex): Run[] {
-  const out: Run[] = [];
-  for (const word of words) {
-    const c = word.cands.find((x) => x.length >= 4 && !COMMON_WORDS.has(x) && index.positions.has(x));
-    if (c === undefined) continue;
-    const pos = index.positions.get(c)?.[0] as number;
-    out.push({
-      family: "as_written",
-      reading: "plain",
-      backwards: false,
-      from: pos,
-      to: pos,
-      len: 1,
-      contentWords: 1,
-      letters: c.length,
-      rawStart: word.raw,
-      rawEnd: word.rawEnd,
-      open: true,
-    });
-  }
-  return out;
 }
 
 /**
@@ -368,7 +369,7 @@ export function findRuns(readings: readonly Reading[], index: HiddenIndex, alnum
     const seen = { alnum: "" };
     for (const word of wordsOf(reading, index, seen)) tracker.feed(word);
     alnum?.push(seen.alnum);
-    const open = tracker.open();
+    const open = tracker.open(reading.open !== null);
     runs.push(...tracker.ended, ...open);
   }
   return runs;

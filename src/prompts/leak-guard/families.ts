@@ -168,12 +168,12 @@ function spelled(
     // A run that reaches the end may still grow into one (or into a longer one): it is open either way.
     // The last token, when nothing follows it, is still being written ("whis" may become "whiskey").
     const writing = j === tokens.length - 1 && !/\s$/.test(text);
+    const ended = tokens[j - 1];
     const atEnd =
-      (j === tokens.length || writing) &&
-      j > i &&
-      nearEnd(text, ((tokens[j - 1] as RegExpMatchArray).index as number) + (tokens[j - 1] as RegExpMatchArray)[0].length);
+      j > i && (writing || (j === tokens.length && ended !== undefined && nearEnd(text, (ended.index as number) + ended[0].length)));
     if (atEnd) open = Math.min(open ?? Number.MAX_SAFE_INTEGER, (tokens[i] as RegExpMatchArray).index as number);
-    if (j - i >= min) {
+    // A run still too short is read all the same when it reaches the end: its words may continue a run before it.
+    if (j - i >= min || (atEnd && found)) {
       words.push(word);
       const start = (tokens[i] as RegExpMatchArray).index as number;
       const lastTok = tokens[j - 1] as RegExpMatchArray;
