@@ -25,6 +25,8 @@ const TEXT_VECTORS: Record<string, { input: string; reads: string }> = {
   url_percent: { input: "%68%65%6C%6C%6F%20world", reads: "hello world" },
   base64_runs: { input: "aGVs bG8g d2lk ZSB3 b3Js ZA==", reads: "hello wide world" },
   base64_tokens: { input: "aGVsbG8= d2lkZQ== d29ybGQ=", reads: "hello wide world" },
+  // Written after the code was (issue 33's second round): a standard encoding the first list did not read.
+  base32: { input: "Encoded: NBSWY3DPEB3WSZDFEB3W64TMMQ", reads: "hello wide world" },
   hex: { input: "68 65 6c 6c 6f 20 77 6f 72 6c 64", reads: "hello world" },
   hex_groups: { input: "68:65:6c:6c:6f 77:69:64:65 77:6f:72:6c:64", reads: "hello wide world" },
   decimal_codes: { input: "104, 101, 108, 108, 111", reads: "hello" },
@@ -42,7 +44,7 @@ describe("ISSUE33 the disguise families, each with its vectors", () => {
   it(`ISSUE33 families: ${TEXT_FAMILIES.length} text families and ${WORD_FAMILIES.length} word families, one list, each with a vector`, () => {
     expect(FAMILIES.length).toBe(TEXT_FAMILIES.length + WORD_FAMILIES.length);
     expect(TEXT_FAMILIES.map((f) => f.name).sort()).toEqual(Object.keys(TEXT_VECTORS).sort());
-    expect(WORD_FAMILIES.map((f) => f.name)).toEqual(["as_written", "reversed", "atbash", "caesar"]);
+    expect(WORD_FAMILIES.map((f) => f.name)).toEqual(["as_written", "reversed", "atbash", "caesar", "doubled"]);
   });
 
   for (const family of TEXT_FAMILIES) {
@@ -71,6 +73,7 @@ describe("ISSUE33 the disguise families, each with its vectors", () => {
     reversed: hidden.replace(/[A-Za-z]+/g, (w) => [...w].reverse().join("")),
     atbash: hidden.replace(/[a-z]/gi, (c) => String.fromCharCode((c <= "Z" ? 155 : 219) - c.charCodeAt(0))),
     caesar: shift(hidden, 7),
+    doubled: hidden.replace(/[a-z]/gi, (c) => c + c),
   };
   for (const family of WORD_FAMILIES) {
     it(`ISSUE33 family ${family.name}: a base-prompt sentence read this way is refused, forwards and in reversed word order`, () => {

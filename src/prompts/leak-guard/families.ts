@@ -28,6 +28,16 @@ const reverse = (w: string) => {
   for (let i = w.length - 1; i >= 0; i--) out += w[i];
   return out;
 };
+/** Each letter written twice ("yyoouu") read once; any other word is left as it is. */
+const undoubled = (w: string) => {
+  if (w.length < 2 || w.length % 2 === 1) return w;
+  let out = "";
+  for (let i = 0; i < w.length; i += 2) {
+    if (w[i] !== w[i + 1]) return w;
+    out += w[i];
+  }
+  return out;
+};
 const atbash = (w: string) => {
   let out = "";
   for (let i = 0; i < w.length; i++) {
@@ -91,6 +101,15 @@ function base64Runs(text: string): Reading | null {
   return b.build("base64_runs", open);
 }
 
+/** Base32 (RFC 4648, upper case): 5 bits a character, so 8 characters are 5 bytes. */
+function fromBase32(run: string): string | null {
+  let bits = "";
+  for (const c of run.replace(/=+$/, "")) bits += "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".indexOf(c).toString(2).padStart(5, "0");
+  const bytes: number[] = [];
+  for (let i = 0; i + 8 <= bits.length; i += 8) bytes.push(Number.parseInt(bits.slice(i, i + 8), 2));
+  return decodedIfText(utf8(bytes));
+}
+
 // ---- hex, char codes, octal, binary -------------------------------------------------------------------------------
 
 const hexBytes = (run: string) => {
@@ -102,7 +121,9 @@ const hexBytes = (run: string) => {
 const HEX_RUN = /(?:(?:0x|\\x)?[0-9a-fA-F]{2}[\s:,-]?){6,}/gi;
 /** Hex pairs at the end that may still grow into a run (HEX_RUN needs six). */
 const HEX_GROWING = /(?<![0-9a-zA-Z])(?:(?:0x|\\x)?[0-9a-fA-F]{2}[\s:,-]?){1,5}[0-9a-fA-F]?$/i;
-const decodedIfText = (text: string) => (textLike(text) ? text : null);
+function decodedIfText(text: string): string | null {
+  return textLike(text) ? text : null;
+}
 
 /** Each whitespace-separated group of a hex run decoded alone (hex per word keeps its word breaks). */
 function hexGroups(run: string): string | null {
@@ -276,6 +297,7 @@ export const TEXT_FAMILIES: readonly TextFamily[] = [
     read: (t) =>
       decodeRuns("base64_tokens", t, /(?<=^|\s)[A-Za-z0-9+/_-]{2,}={0,2}(?=\s|$)/g, (w) => (looksEncoded(w) ? fromBase64(w) : null)),
   },
+  { kind: "text", name: "base32", read: (t) => decodeRuns("base32", t, /(?<![A-Za-z0-9])[A-Z2-7]{16,}=*(?![A-Za-z0-9])/g, fromBase32) },
   { kind: "text", name: "hex", read: (t) => decodeRuns("hex", t, HEX_RUN, (run) => decodedIfText(utf8(hexBytes(run))), true, HEX_GROWING) },
   { kind: "text", name: "hex_groups", read: (t) => decodeRuns("hex_groups", t, HEX_RUN, hexGroups) },
   {
@@ -349,6 +371,7 @@ export const WORD_FAMILIES: readonly WordFamily[] = [
   { kind: "word", name: "reversed", map: reverse },
   { kind: "word", name: "atbash", map: atbash },
   { kind: "word", name: "caesar", map: "caesar" },
+  { kind: "word", name: "doubled", map: undoubled },
 ];
 
 /** Every family, text and word, in one list (docs/security.md lists them). */
