@@ -64,10 +64,13 @@ export async function interpretReply(ctx: RunContext, prompt: AssembledPrompt, p
   const hidden = prompt.system.filter((s) => s.id === "inline").map((s) => s.content);
   const ledger = loadLedger(host.sql, hidden);
   const ledgerLoaded = JSON.stringify(ledger.state());
-  const raw = checkRelease(markers.visible, ledger.copy(), true);
+  // Judged once when the reply carries no NOTES block (nearly every reply): what is checked is what is released.
+  const withNotes = markers.visible.includes("<<<");
+  const raw = checkRelease(markers.visible, withNotes ? ledger.copy() : ledger, true);
   const notes = raw.blocked ? withheldNotes(markers.visible) : await host.applyNotes(markers.visible);
   const secrets = secretValuesFromEnv(host.env);
-  const verdict = raw.blocked ? raw : checkRelease(notes.visible, ledger);
+  const judged = raw.blocked || (!withNotes && notes.visible === markers.visible);
+  const verdict = judged ? raw : checkRelease(notes.visible, withNotes ? ledger : ledger.copy());
   // Issue 33: characters no reader sees are never released (invisible.ts keeps emoji and script sequences).
   const redacted = verdict.blocked ? disclosureRefusalMessage() : sanitize(redactText(notes.visible, secrets));
   const visible = verdict.blocked ? redacted : (host.redactSplitReply?.(redacted) ?? redacted);

@@ -13,8 +13,6 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import type { GatewayConfig } from "../../src/config/schema";
-import { forgetConfigInForce, postConfigVersion } from "../../src/config/versions";
 import { STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
 import { mintSecret } from "../../src/keys/format";
 import { keyClock } from "../../src/keys/limits";
@@ -23,7 +21,8 @@ import { StreamGuard } from "../../src/prompts/stream-guard";
 import { httpChatSessionKey, sessionObjectName } from "../../src/sessions/keys";
 import { forgetAdminGenerations } from "../../src/storage/admin-generation";
 import { openGate, requestsTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
-import { ADMIN, type App, appFor, call, registerTestTools, runDetail, until } from "../support/runs";
+import { ADMIN, type App, call, registerTestTools, runDetail, until } from "../support/runs";
+import { type Client, connect, inForce } from "../support/socket";
 
 beforeAll(() => registerTestTools());
 
@@ -64,15 +63,6 @@ async function gatedAnswer(host: string) {
   return { answer, before, start: () => openGate(host), middle: () => openGate(host, "hold") };
 }
 
-/** `config` in force for the Worker (the app) and for the session objects (posted to D1, caches dropped). */
-async function inForce(config: GatewayConfig): Promise<App> {
-  const posted = await postConfigVersion(env.DB, config, { actor: "test", now: new Date() });
-  if (!posted.ok) throw new Error(`config not posted: ${JSON.stringify(posted)}`);
-  forgetAdminGenerations();
-  forgetConfigInForce();
-  return appFor(config);
-}
-
 /** A key record of a caller of its own (no other test's streams share its cap), through the admin API. */
 async function createKey(app: App, body: Record<string, unknown> = {}) {
   const callerId = `c-${label()}`;
@@ -84,29 +74,6 @@ async function createKey(app: App, body: Record<string, unknown> = {}) {
 /** The key is revoked or rotated elsewhere; this isolate's keys-generation probe (every ADMIN_REFRESH_MS) is forced to run. */
 function propagate(): void {
   forgetAdminGenerations();
-}
-
-/** An accepted client socket, the frames it received and how it closed. */
-interface Client {
-  ws: WebSocket;
-  frames: any[];
-  closed: Promise<CloseEvent>;
-  send(frame: unknown): void;
-}
-
-async function connect(app: App, roomId: string, key: string): Promise<Client> {
-  const res = await app.request(
-    `https://gateway.test/v1/chat/socket?agent_id=main&room_id=${roomId}&user_id=u1`,
-    { headers: { Authorization: `Bearer ${key}`, Upgrade: "websocket" } },
-    env,
-  );
-  if (res.status !== 101 || !res.webSocket) throw new Error(`upgrade answered ${res.status}: ${await res.text()}`);
-  const ws = res.webSocket;
-  ws.accept();
-  const frames: any[] = [];
-  ws.addEventListener("message", (e) => frames.push(JSON.parse(e.data as string)));
-  const closed = new Promise<CloseEvent>((r) => ws.addEventListener("close", r));
-  return { ws, frames, closed, send: (frame) => ws.send(JSON.stringify(frame)) };
 }
 
 const ended = (frames: any[], id: string) => frames.find((f) => f.type === "run" && f.id === id);
