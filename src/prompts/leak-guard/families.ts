@@ -6,7 +6,7 @@
  * through (fold.ts); invisible carriers by invisible.ts. Adding a family is one entry here, with its test vectors in
  * test/security/leak-guard-families.test.ts.
  */
-import { sanitize, selectorPayload, tagPayload } from "./invisible";
+import { selectorPayload, tagPayload } from "./invisible";
 import { decodeRuns, nearEnd, type Reading, ReadingBuilder, textLike, utf8 } from "./reading";
 
 export interface TextFamily {
@@ -386,5 +386,3 @@ export function readingsOf(text: string): Reading[] {
   }
   return out;
 }
-
-export { sanitize };

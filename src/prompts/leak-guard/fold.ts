@@ -167,10 +167,3 @@ export function candidatesOf(folded: string): string[] {
   if (folded.includes("1")) out.add(leetOf(folded, true) as string);
   return [...out];
 }
-
-/** Lower-case Latin letters and digits of the folded text, for the canary's value in any spelling. */
-export function alnumOf(text: string): string {
-  let out = "";
-  for (const t of tokenize(text)) out += t.folded.replace(/[^a-z0-9]/g, "");
-  return out;
-}

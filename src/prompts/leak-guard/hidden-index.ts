@@ -21,8 +21,6 @@ export interface HiddenIndex {
   distinctive: Uint8Array;
   /** Each word's positions. */
   positions: Map<string, number[]>;
-  /** Each letter shape (differences between consecutive letters) and the words that have it. */
-  shapes: Map<string, string[]>;
   /** Each hidden word's id (dense, from 0). */
   ids: Map<string, number>;
   /** Each letter shape's id (dense, from 0). */
@@ -31,8 +29,6 @@ export interface HiddenIndex {
   pairs: Map<number, number[]>;
   /** The same pairs by shape and the difference of their first letters (what any Caesar shift keeps), keyed `shapePairKey`. */
   shapePairs: Map<number, number[]>;
-  /** How many positions hold a distinctive word. */
-  distinctiveCount: number;
   /** Which hidden text each position belongs to (index into the texts; -1 between texts). */
   textOf: Int32Array;
   /** How many uncommon words each hidden text holds (what a text's coverage limit is a share of). */
@@ -67,13 +63,10 @@ function build(texts: readonly string[], key: string): HiddenIndex {
   const textUncommon = texts.map(() => 0);
   const distinctive = new Uint8Array(words.length);
   const positions = new Map<string, number[]>();
-  const shapes = new Map<string, string[]>();
-  let distinctiveCount = 0;
   words.forEach((w, i) => {
     if (w === "") return;
     if (!COMMON_WORDS.has(w) && w.length > 1) {
       distinctive[i] = 1;
-      distinctiveCount++;
       const t = textOf[i] as number;
       textUncommon[t] = (textUncommon[t] ?? 0) + 1;
     }
@@ -81,8 +74,6 @@ function build(texts: readonly string[], key: string): HiddenIndex {
     if (!at) {
       at = [];
       positions.set(w, at);
-      const shape = shapeOf(w);
-      if (shape !== null) shapes.set(shape, [...(shapes.get(shape) ?? []), w]);
     }
     at.push(i);
   });
@@ -104,7 +95,7 @@ function build(texts: readonly string[], key: string): HiddenIndex {
     const sb = shapeIds.get(shapeOf(b) ?? "");
     if (sa !== undefined && sb !== undefined) push(shapePairs, shapePairKey(sa, sb, a.charCodeAt(0), b.charCodeAt(0)), i);
   }
-  return { key, words, distinctive, positions, shapes, distinctiveCount, textOf, textUncommon, ids, shapeIds, pairs, shapePairs };
+  return { key, words, distinctive, positions, textOf, textUncommon, ids, shapeIds, pairs, shapePairs };
 }
 
 function push(map: Map<number, number[]>, key: number, at: number): void {
