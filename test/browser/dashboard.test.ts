@@ -103,6 +103,14 @@ async function textOf(locator: Locator): Promise<string | null> {
 }
 
 /** Waits until `locator` is visible. */
+/**
+ * Scrolls to an element for a screenshot in one step inside the page: the run view re-renders while it polls, so a
+ * locator resolved a moment earlier may be detached by the time Playwright scrolls it.
+ */
+async function scrollTo(selector: string): Promise<void> {
+  await page.evaluate((sel) => document.querySelector(sel)?.scrollIntoView({ block: "nearest" }), selector);
+}
+
 async function visible(locator: Locator, what: string, timeout = 15_000): Promise<void> {
   await locator
     .first()
@@ -677,7 +685,7 @@ describe("admin dashboard in Chromium", () => {
     expect(layers[0]).toBe("L1");
     const shas = await last.locator("code.sha").evaluateAll((cs) => cs.map((c) => c.getAttribute("title")));
     expect(shas).toEqual(detail.manifests[1]?.manifest.stack.map((l) => l.sha256));
-    await page.locator("#run-manifests").scrollIntoViewIfNeeded();
+    await scrollTo("#run-manifests");
     await shot("run-view", "02-manifest-tool-calls");
     await expectCleanPage();
   });
@@ -745,7 +753,7 @@ describe("admin dashboard in Chromium", () => {
       await visible(page.locator("ol#run-events > li[data-event-type]"), "the timeline");
       await visible(page.locator("#run-manifests table.manifest").last(), "the manifest table");
       expect(await pageWidth()).toBeLessThanOrEqual(390);
-      await page.locator("#run-detail").scrollIntoViewIfNeeded();
+      await scrollTo("#run-detail");
       await shot("phone", "02-run-view-390x844");
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
@@ -792,7 +800,7 @@ describe("admin dashboard in Chromium", () => {
     );
     expect(await textOf(page.locator("#run-detail dd.cost"))).toBe(usdText(detail.cost?.usd));
     expect(await page.locator("#run-detail dd.cost span").getAttribute("title")).toBe(usdTitle(detail.cost?.usd));
-    await page.locator("#run-detail dl.facts").scrollIntoViewIfNeeded();
+    await scrollTo("#run-detail dl.facts");
     await shot("runs-usage", "02-run-view-usage");
     await expectCleanPage();
   });
