@@ -108,7 +108,10 @@ async function textOf(locator: Locator): Promise<string | null> {
  * locator resolved a moment earlier may be detached by the time Playwright scrolls it.
  */
 async function scrollTo(selector: string): Promise<void> {
-  await page.evaluate((sel) => document.querySelector(sel)?.scrollIntoView({ block: "nearest" }), selector);
+  await page.evaluate(
+    (sel) => (globalThis as unknown as PageGlobals).document.querySelector(sel)?.scrollIntoView({ block: "nearest" }),
+    selector,
+  );
 }
 
 async function visible(locator: Locator, what: string, timeout = 15_000): Promise<void> {
@@ -129,6 +132,7 @@ interface PageGlobals {
   localStorage: { [key: string]: string };
   document: {
     cookie: string;
+    querySelector(selector: string): { scrollIntoView(o: { block: "nearest" }): void } | null;
     addEventListener(type: "securitypolicyviolation", listener: (e: CspViolation) => void): void;
   };
   __cspViolations?: string[];
