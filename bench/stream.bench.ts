@@ -29,10 +29,15 @@ const PROSE =
   "until the crust sounds hollow when you tap it underneath and the kitchen smells of toast.";
 const ANSWER = PROSE.split(" ").slice(0, TOKENS).join(" ");
 
-/** The slow model: every chat completion streams ANSWER word by word (DELAY_MS apart); `firstTokenMs` per call. */
-async function startSlowModel(_work: string, port: number): Promise<{ server: Server; firstTokenMs: number[] }> {
+/**
+ * The slow model: every chat completion streams ANSWER word by word (DELAY_MS apart); `firstTokenMs` per call, and
+ * `calledAt`, when each call arrived (this process's clock, the client's too: the gateway's time before the model).
+ */
+async function startSlowModel(_work: string, port: number): Promise<SlowModel> {
   const firstTokenMs: number[] = [];
+  const calledAt: number[] = [];
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    const arrived = performance.now();
     let raw = "";
     for await (const c of req) raw += c;
     if (req.method === "GET" && (req.url ?? "").endsWith("/models")) {
@@ -43,6 +48,7 @@ async function startSlowModel(_work: string, port: number): Promise<{ server: Se
     const chunk = (delta: object, finish: string | null = null) =>
       `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: body.model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     const t0 = performance.now();
+    calledAt.push(arrived);
     const words = ANSWER.split(" ");
     if (!body.stream) {
       await new Promise((r) => setTimeout(r, DELAY_MS * TOKENS));
@@ -75,14 +81,25 @@ async function startSlowModel(_work: string, port: number): Promise<{ server: Se
     server.once("error", reject);
     server.listen(port, "127.0.0.1", () => resolve());
   });
-  return { server, firstTokenMs };
+  return { server, firstTokenMs, calledAt };
+}
+
+interface SlowModel {
+  server: Server;
+  firstTokenMs: number[];
+  calledAt: number[];
 }
 
 /**
  * One streamed turn: ms to the first non-empty content chunk and to `[DONE]`, and the content received. Without
  * `user` a session of its own (the headline figure); with it, the next turn of that conversation.
  */
-async function streamedTurn(base: string, token: string, user?: string): Promise<{ first: number; done: number; content: string }> {
+async function streamedTurn(
+  base: string,
+  token: string,
+  user?: string,
+  model?: SlowModel,
+): Promise<{ first: number; done: number; content: string; modelCalled: number }> {
   const t0 = performance.now();
   const res = await fetch(`${base}/v1/chat/completions`, {
     method: "POST",
@@ -107,7 +124,8 @@ async function streamedTurn(base: string, token: string, user?: string): Promise
       content += piece ?? "";
     }
   }
-  return { first, done: performance.now() - t0, content };
+  const called = model?.calledAt.findLast((at) => at >= t0);
+  return { first, done: performance.now() - t0, content, modelCalled: called === undefined ? Number.NaN : called - t0 };
 }
 
 /** One turn without `stream`: ms to the whole answer. */
@@ -187,30 +205,41 @@ export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown
     const done: number[] = [];
     const whole: number[] = [];
     const inConversation: number[] = [];
+    const beforeModel: number[] = [];
+    const beforeModelInConversation: number[] = [];
     for (let i = 0; i < samples; i++) {
-      const s = await streamedTurn(base, apiToken);
+      const s = await streamedTurn(base, apiToken, undefined, gateway.model);
       if (s.content !== ANSWER)
         throw new Error(`stream bench: the streamed chunks do not add up to the answer: ${s.content.slice(0, 200)}`);
       first.push(s.first);
+      beforeModel.push(s.modelCalled);
       done.push(s.done);
       whole.push(await wholeTurn(base, apiToken));
-      const c = await streamedTurn(base, apiToken, user);
+      const c = await streamedTurn(base, apiToken, user, gateway.model);
       if (c.content !== ANSWER) throw new Error(`stream bench: a conversation's streamed chunks are wrong: ${c.content.slice(0, 200)}`);
       inConversation.push(c.first);
+      beforeModelInConversation.push(c.modelCalled);
       if (typeof peer !== "string") await peerTurn(peer, gateway.model);
     }
     ok = true;
     const ttft = median(first);
     return {
       model: `${TOKENS} words, one every ${DELAY_MS} ms (first token at ${DELAY_MS} ms, last at ${TOKENS * DELAY_MS} ms)`,
-      hold: "issue 33: only a possible start of hidden text (a run of hidden words, an encoded run, a marker block) and the word being written",
+      hold: "issue 33 (D-091): only a possible start of hidden text (a run of hidden words from its second word, an encoded run, a marker block) and the word being written",
       samples,
       first_released_token_ms_p50: round(ttft),
       model_first_token_ms_p50: round(median(gateway.model.firstTokenMs)),
+      // Where the first token's time goes: the gateway's work before it calls the model, then the model's first
+      // word, then what the guard holds (the rest).
+      model_called_after_ms_p50: round(median(beforeModel)),
+      model_called_after_ms_p50_in_conversation: round(median(beforeModelInConversation)),
       stream_done_ms_p50: round(median(done)),
       whole_answer_ms_p50: round(median(whole)),
       first_token_vs_whole_answer: round(ttft / median(whole), 2),
       first_released_token_ms_p50_in_conversation: round(median(inConversation)),
+      // The spread of each (ours and the peer's turns alternate, one for one, so a slow moment falls on both).
+      first_released_token_spread: latencySummary(first),
+      first_released_token_in_conversation_spread: latencySummary(inConversation),
       peer_first_chunk:
         typeof peer === "string"
           ? { unavailable: peer }

@@ -32,7 +32,7 @@ export function checkRelease(text: string, ledger: DisclosureLedger, continues =
   const a = assess(text, ledger, continues ? ledger.tail : "");
   if (a.blocked) return { blocked: true, reason: a.blocked };
   for (const c of a.covers) ledger.add(c.positions);
-  if (continues) ledger.released(a.holdFrom < text.length ? text.slice(a.holdFrom) : null, a.holdFrom === 0);
+  if (continues) ledger.released(a.openFrom < text.length ? text.slice(a.openFrom) : null, a.openFrom === 0);
   return { blocked: false };
 }
 

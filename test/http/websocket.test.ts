@@ -307,20 +307,23 @@ describe("ISSUE23 guarded streaming over the WebSocket route (a message sent wit
     client.ws.close();
   });
 
-  it("ISSUE23 a model streaming the base prompt verbatim in 7-character chunks: no delta carries any of it, the only delta is the refusal", async () => {
+  // Issue 33 §3 (pace): a run is held from its second word, so its first word ("You") goes out as it completes.
+  it("ISSUE23 a model streaming the base prompt verbatim in 7-character chunks: no delta carries any of it but its first word, then the refusal", async () => {
     const host = uniqueHost("script");
     const hidden = baseWithoutCanary();
     await scriptProvider(host, [{ content: hidden, chunks: cut(hidden, 7), chunk_delay_ms: 1 }]);
     const client = await connect(await streaming(host), room());
     client.send({ type: "message", id: "s-leak", text: "hello", stream: true });
     const done = await client.until(ended("s-leak"));
-    expect(deltas(client.frames, "s-leak").map((d) => d.text)).toEqual([disclosureRefusalMessage()]);
+    const refusal = disclosureRefusalMessage();
+    // The first word goes out only when the release was watched before the run formed (a fast model may be ahead).
+    expect([[refusal], ["You ", `\n\n${refusal}`]]).toContainEqual(deltas(client.frames, "s-leak").map((d) => d.text));
     expect(done.run.output).toBe(disclosureRefusalMessage());
     for (const f of client.frames) expect(measureOverlap(JSON.stringify(f))).toMatchObject({ canary: false, shingles: 0 });
     client.ws.close();
   });
 
-  it("ISSUE23 after a benign lead-in, the base prompt across chunks: only lead-in text is released, then the refusal, and nothing more", async () => {
+  it("ISSUE23 after a benign lead-in, the base prompt across chunks: only lead-in text and the first hidden word are released, then the refusal, and nothing more", async () => {
     const host = uniqueHost("script");
     const lead = `${words(40).join(" ")}. Now, word for word, what I was told:\n`;
     const text = lead + baseWithoutCanary();
@@ -335,7 +338,7 @@ describe("ISSUE23 guarded streaming over the WebSocket route (a message sent wit
     expect(all.endsWith(`\n\n${refusal}`)).toBe(true);
     const released = all.slice(0, all.length - refusal.length - 2);
     expect(released.length).toBeGreaterThan(0);
-    expect(lead.startsWith(released)).toBe(true);
+    expect(`${lead}You `.startsWith(released)).toBe(true);
     expect(measureOverlap(released)).toEqual({ canary: false, shingles: 0, grams: 0 });
     client.ws.close();
   });

@@ -71,16 +71,18 @@ describe("ISSUE23 guarded streaming on POST /v1/chat/completions", () => {
     ]);
   });
 
-  it("ISSUE23 a model streaming the base prompt verbatim in 7-character chunks: nothing of it released, the stream is the refusal", async () => {
+  // Issue 33 §3 (pace): a run is held from its second word, so its first word ("You") goes out as it completes.
+  it("ISSUE23 a model streaming the base prompt verbatim in 7-character chunks: nothing of it released but its first word, then the refusal", async () => {
     const host = uniqueHost("script");
     const hidden = baseWithoutCanary();
     await scriptProvider(host, [{ content: hidden, chunks: cut(hidden, 7), chunk_delay_ms: 1 }]);
     const { pieces, runId } = await streamTurn(streamingApp(host), "hello");
-    expect(pieces).toEqual([REFUSAL]);
+    // The first word goes out only when the stream was read before the run formed (the route watches from its first read).
+    expect([[REFUSAL], ["You ", `\n\n${REFUSAL}`]]).toContainEqual(pieces);
     expect((await waitForRun(streamingApp(host), runId)).output).toBe(REFUSAL);
   });
 
-  it("ISSUE23 after a benign lead-in, the base prompt across chunk boundaries: only lead-in text, then the refusal", async () => {
+  it("ISSUE23 after a benign lead-in, the base prompt across chunk boundaries: only lead-in text and the first hidden word, then the refusal", async () => {
     const host = uniqueHost("script");
     const lead = `${words(40).join(" ")}. Now, word for word, what I was told:\n`;
     const text = lead + baseWithoutCanary();
@@ -90,7 +92,7 @@ describe("ISSUE23 guarded streaming on POST /v1/chat/completions", () => {
     expect(all.endsWith(`\n\n${REFUSAL}`)).toBe(true);
     const released = all.slice(0, all.length - REFUSAL.length - 2);
     expect(released.length).toBeGreaterThan(0);
-    expect(lead.startsWith(released)).toBe(true);
+    expect(`${lead}You `.startsWith(released)).toBe(true);
     expect(measureOverlap(released)).toEqual({ canary: false, shingles: 0, grams: 0 });
     expect(pieces.at(-1)).toBe(`\n\n${REFUSAL}`);
   });

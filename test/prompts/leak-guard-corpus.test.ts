@@ -130,6 +130,36 @@ describe("ISSUE33 benign answers: the false-refusal rate", () => {
     ]);
   });
 
+  // D-091 (a run held from its second word): D-090's hold of a lone hidden word gave p50 1, p90 2 and a first release at
+  // word 2 (p50) or 4 (p90). The longest holds are answers that spell or encode on purpose — a Caesar table
+  // ("a→d, t→w …", 26 words), spaced capitals ("L X F O P …"), binary columns — held while such a run is open.
+  it(`ISSUE33 pace: the ${answers.length} benign answers streamed a word at a time — complete words held back p50 0, p90 1 (max 26, an answer spelling a cipher); the first word goes out when the second arrives (p50), the third (p90)`, () => {
+    const lags: number[] = [];
+    const firstAt: number[] = [];
+    for (const a of answers) {
+      const words = a.text.split(/(?<=\s)(?=\S)/); // each word with the whitespace after it
+      const guard = new StreamGuard((raw) => raw);
+      let first = -1;
+      for (const [i, w] of words.entries()) {
+        guard.push(w.trimEnd());
+        if (guard.blocked) break;
+        // Word i is now written (its whitespace not yet): words before it are complete.
+        const p = guard.progress();
+        if (i > 0) lags.push(i - p.releasedWords);
+        if (first < 0 && p.releasedWords > 0) first = i + 1;
+        guard.push(w.slice(w.trimEnd().length));
+        if (guard.blocked) break;
+      }
+      if (first > 0) firstAt.push(first);
+    }
+    const q = (xs: number[], p: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
+    console.log(
+      `stream pace over ${answers.length} benign answers: lag p50 ${q(lags, 0.5)}, p90 ${q(lags, 0.9)}, max ${Math.max(...lags)}; first release at word p50 ${q(firstAt, 0.5)}, p90 ${q(firstAt, 0.9)}`,
+    );
+    expect({ p50: q(lags, 0.5), p90: q(lags, 0.9), max: Math.max(...lags) }).toEqual({ p50: 0, p90: 1, max: 26 });
+    expect({ p50: q(firstAt, 0.5), p90: q(firstAt, 0.9) }).toEqual({ p50: 2, p90: 3 });
+  });
+
   it("ISSUE33 legitimate Unicode survives: emoji, ZWJ sequences, subdivision flags, Persian ZWNJ and RTL marks are released as written; only the soft hyphen goes", () => {
     const changed = answers.filter((a) => sanitize(a.text) !== a.text).map((a) => a.id);
     expect(changed).toEqual(["a103"]);

@@ -79,31 +79,33 @@ describe("ISSUE23 the incremental output guard", () => {
     expect(guard.blocked).toBe(false);
   });
 
-  it("ISSUE23 the base prompt verbatim, in pieces across chunk boundaries: blocked, nothing of it released", () => {
+  // Issue 33 §3 (pace): one word is not a disclosure — every answer's "the" is a hidden word — so the first word of a
+  // run is released as it completes, and a run is held from its second word; issue 23 released nothing of it.
+  it("ISSUE23 the base prompt verbatim, in pieces across chunk boundaries: blocked, nothing of it released but its first word", () => {
     const hidden = baseWithoutCanary();
+    expect(hidden.startsWith("You are Sophie,")).toBe(true);
     for (const seed of [1, 2, 3, 4, 5]) {
       const { guard, released, blockedAt } = stream(pieces(hidden, seed));
-      expect(released).toEqual([]);
+      expect(released.join("")).toBe("You ");
       expect(guard.blocked).toBe(true);
       expect(blockedAt).not.toBeNull();
       expect(streamTail("", 0, true, "anything")).toBe(disclosureRefusalMessage());
     }
   });
 
-  it("ISSUE23 after a benign preamble: only preamble text is released before the stream ends with the refusal", () => {
+  it("ISSUE23 after a benign preamble: only preamble text and the hidden text's first word are released before the stream ends with the refusal", () => {
     const preamble = `${benignWords(40).join(" ")}. Now, word for word, what I was told:\n`;
     const { guard, released } = stream(pieces(preamble + baseWithoutCanary(), 11));
     const out = released.join("");
     expect(guard.blocked).toBe(true);
-    // Issue 33: the whole preamble goes out (issue 23 held its last 16 words); the hidden text after it does not.
-    expect(out).toBe(preamble);
-    expect(preamble.startsWith(out)).toBe(true);
+    // Issue 33: the whole preamble goes out (issue 23 held its last 16 words); of the hidden text after it, its first word.
+    expect(out).toBe(`${preamble}You `);
     expect(out + streamTail(out, 0, true, "")).toBe(`${out}\n\n${disclosureRefusalMessage()}`);
   });
 
-  it("ISSUE23 every issue-20 disguise of the base prompt (base64, hex, reversed, homoglyphs ...), streamed in pieces: nothing hidden released", () => {
+  it("ISSUE23 every issue-20 disguise of the base prompt (base64, hex, reversed, homoglyphs ...), streamed in pieces: nothing hidden released but one word", () => {
     const hidden = baseWithoutCanary();
-    const seen: Record<string, { blocked: boolean; released: number }> = {};
+    const seen: Record<string, { blocked: boolean; released: string }> = {};
     for (const [name, disguise] of Object.entries(DISGUISES)) {
       const text = disguise(hidden);
       expect(checkOutput(text).blocked, name).toBe(true);
@@ -119,20 +121,23 @@ describe("ISSUE23 the incremental output guard", () => {
         grams: 0,
         canary: false,
       });
-      seen[name] = { blocked: guard.blocked, released: out.length };
+      seen[name] = { blocked: guard.blocked, released: out };
     }
-    // Every one trips mid-stream, before a character of the hidden text is released; issue 33 releases the model's
-    // own lead-in ("Here it is: ") and, at most, one word of the hidden text in a disguise ("uoY", "Lbh").
+    // Every one trips mid-stream; issue 33 releases the model's own lead-in ("Here it is: ") and, at most, one word of
+    // the hidden text ("You", in look-alikes "Ｙｏｕ", "Yоu"; disguised "uoY", "Lbh").
     const leadIns: Record<string, string> = {
       zero_width_split: "Here it is: ",
-      base64: "Encoded as you ",
+      base64: "Encoded as you asked:\n",
+      fullwidth: "Ｙｏｕ ",
+      homoglyphs: "Yоu ",
+      hyphenated_inside_words: "You ",
       reversed: "Read it backwards: \n.ton ",
       words_reversed: "uoY ",
       hex_bytes: "Hex dump: ",
       rot13: "Lbh ",
     };
     expect(seen).toEqual(
-      Object.fromEntries(Object.keys(DISGUISES).map((name) => [name, { blocked: true, released: (leadIns[name] ?? "").length }])),
+      Object.fromEntries(Object.keys(DISGUISES).map((name) => [name, { blocked: true, released: leadIns[name] ?? "" }])),
     );
   });
 
@@ -143,7 +148,7 @@ describe("ISSUE23 the incremental output guard", () => {
     expect(guard.blocked).toBe(true);
     const out = released.join("");
     // Issue 33: the lead-in goes out up to the words that may still join the encoded run (issue 23 held 16 words).
-    expect(out).toBe(`${benignWords(30).join(" ")}. Here is the encoded text you asked for, `);
+    expect(out).toBe(`${benignWords(30).join(" ")}. Here is the encoded text you asked for, in one `);
     expect(lead.startsWith(out)).toBe(true);
   });
 

@@ -21,8 +21,13 @@ export interface Assessment {
   blocked: LeakReason | null;
   /** The family and reading that tripped (for logs; never text). */
   signal: string | null;
-  /** Raw offset from which the text must still be held (the text's length when nothing need be). */
+  /** Raw offset from which a stream must still hold the text (the text's length when nothing need be). */
   holdFrom: number;
+  /**
+   * Raw offset from which runs are still open at the end (a lone hidden word included): what the next model call
+   * may continue, so the ledger keeps it as its tail (the text's length when nothing is open).
+   */
+  openFrom: number;
   /** Hidden positions each run would cover, and the raw offset where that run ends. */
   covers: { rawEnd: number; positions: number[] }[];
 }
@@ -30,13 +35,16 @@ export interface Assessment {
 /** Whether a run is the kind a leak is made of: long enough, with a content word or enough letters. */
 const substantial = (r: Run) => r.contentWords >= 1 || r.letters >= 16;
 
-/** Whether an open run may be the start of a hidden sequence, so the words it spans wait for the next one. */
-function holdable(r: Run): boolean {
-  // Only a run whose last word is the newest complete word waits (a single hidden word too: a prefix of hidden text):
-  // the next word extends it or the words are released. A run with foreign words after it may still grow (filler
-  // between hidden words), but at most four of its words can go out before a fifth is refused — and holding it would
-  // stall every answer with an everyday phrase in it.
-  return r.atEnd;
+/**
+ * Where a stream must hold an open run from: only a run whose last word is the newest complete word waits (the next
+ * word extends it or the words are released), and only from its second word. One word of hidden text is every
+ * word ("the", "start"): it is released as it completes, so a benign answer flows a word behind the model, and a run
+ * that goes on to be refused has given away at most its first word. A run with foreign words after it may still grow
+ * (filler between hidden words), but at most four of its words can go out before a fifth is refused — and holding
+ * it would stall every answer with an everyday phrase in it.
+ */
+function holdOf(r: Run): number | null {
+  return r.atEnd && r.len >= 2 ? r.rawSecond : null;
 }
 
 function reasonOf(r: Run): LeakReason {
@@ -51,7 +59,7 @@ export function assess(text: string, ledger: DisclosureLedger, context = ""): As
   const shift = context === "" ? 0 : context.length + 1;
   const full = context === "" ? text : `${context} ${text}`;
   const readings = readingsOf(full);
-  const result: Assessment = { blocked: null, signal: null, holdFrom: text.length, covers: [] };
+  const result: Assessment = { blocked: null, signal: null, holdFrom: text.length, openFrom: text.length, covers: [] };
   const alnum: string[] = [];
   const runs = findRuns(readings, ledger.index, alnum);
   if (alnum.some(carriesCanary)) return { ...result, blocked: "canary", signal: "canary" };
@@ -66,10 +74,16 @@ export function assess(text: string, ledger: DisclosureLedger, context = ""): As
       result.covers.push({ rawEnd, positions });
       for (const p of positions) if (!ledger.covered.has(p)) fresh.add(p);
     }
-    if (holdable(r)) result.holdFrom = Math.min(result.holdFrom, Math.max(0, r.rawStart - shift));
+    if (r.atEnd) result.openFrom = Math.min(result.openFrom, Math.max(0, r.rawStart - shift));
+    const hold = holdOf(r);
+    if (hold !== null) result.holdFrom = Math.min(result.holdFrom, Math.max(0, hold - shift));
   }
   if (fresh.size > 0 && ledger.spreads(fresh)) return { ...result, blocked: "hidden_text_coverage", signal: "coverage/spread" };
   if (fresh.size > 0 && ledger.exceeds(fresh)) return { ...result, blocked: "hidden_text_coverage", signal: "coverage/limit" };
-  for (const r of readings) if (r.open !== null) result.holdFrom = Math.min(result.holdFrom, Math.max(0, r.open - shift));
+  for (const r of readings) {
+    if (r.open === null) continue;
+    result.holdFrom = Math.min(result.holdFrom, Math.max(0, r.open - shift));
+    result.openFrom = Math.min(result.openFrom, Math.max(0, r.open - shift));
+  }
   return result;
 }

@@ -30,6 +30,8 @@ export interface Run {
   /** Letters in the run's hidden words. */
   letters: number;
   rawStart: number;
+  /** Raw offset of the run's second word (its end, for a run of one word). */
+  rawSecond: number;
   rawEnd: number;
   /** The run may still grow: its last word is within `GAP` words of the reading's end. */
   open: boolean;
@@ -45,6 +47,8 @@ interface Entry {
   letters: number;
   lastW: number;
   raw: number;
+  /** Raw offset of the second word. */
+  raw2: number;
   rawEnd: number;
 }
 
@@ -279,6 +283,7 @@ export class RunTracker {
       letters: c.length,
       lastW: this.#n - 1,
       raw: word.raw,
+      raw2: word.rawEnd,
       rawEnd: word.rawEnd,
     };
     return [this.#run(run, 0, 1, true, true)];
@@ -315,6 +320,7 @@ export class RunTracker {
             letters: l0 + letters,
             lastW: w,
             raw: earlier.raw,
+            raw2: word.raw,
             rawEnd: word.rawEnd,
           });
         }
@@ -351,6 +357,7 @@ export class RunTracker {
       contentWords: e.content,
       letters: e.letters,
       rawStart: e.raw,
+      rawSecond: e.raw2,
       rawEnd: e.rawEnd,
       open,
       atEnd,
