@@ -4,10 +4,20 @@
  * reaches a revoked, rotated or expired key once the `keys` generation has reached the isolate (at most
  * ADMIN_REFRESH_MS, the bound a request already has). The answer comes from the isolate's cached record
  * (src/keys/lookup.ts): no D1 read per piece while the generation is unchanged.
+ *
+ * What idles is checked too: an open stream or socket of a key asks at least every `keyChecks.idleMs` while nothing
+ * is delivered, so an idle one closes within that of the change reaching its isolate (at once on the isolate that
+ * made it, within ADMIN_REFRESH_MS on the others) — not at its next heartbeat, 15 to 25 s later.
  */
 import { GatewayError } from "../errors";
-import { type KeyGrant, keyStanding } from "./lookup";
+import { KEY_PROPAGATION_MS, type KeyGrant, keyStanding } from "./lookup";
 import type { KeyLimits } from "./store";
+
+/**
+ * How long an open stream or socket of a key may go without checking it: the propagation bound itself (a check costs
+ * no D1 read while the generation is unchanged). Mutable for tests only, as `keyClock` is.
+ */
+export const keyChecks = { idleMs: KEY_PROPAGATION_MS };
 
 /** The key stands (with its limits now); or the error to end with — `final` when the key will not stand again. */
 export type KeyCheck = { ok: true; limits: KeyLimits } | { ok: false; final: boolean; error: GatewayError };

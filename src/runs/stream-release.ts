@@ -182,15 +182,16 @@ export interface Followed<R> {
  * A route's side of a guarded stream: reads the slices the object releases (`next`: the frames of the one
  * `releaseStream` RPC, D-060, each at most `quietMs` after the previous) and writes each released piece, until the
  * run ends or pauses, the guard trips, the stream ends, `deadline` passes or `keep` answers false (the caller's
- * open-stream slot is gone). `keep` is asked once per `quietMs`; `heartbeat` is written after `quietMs` without
- * text (proxies drop silent streams).
+ * open-stream slot is gone). `keep` is asked once per `quietMs`; `idle` after every frame without text (a frame comes
+ * at least every quiet period the stream was opened with); `heartbeat` is written after `quietMs` without text
+ * (proxies drop silent streams).
  */
 export async function followRelease<R extends { finished: boolean; paused: boolean }>(
   next: () => Promise<ReleasedSlice<R>>,
   initial: R | null,
   deadline: number,
   quietMs: number,
-  io: { write(text: string): Promise<void>; heartbeat(): Promise<void>; keep(): Promise<boolean> },
+  io: { write(text: string): Promise<void>; idle?(): Promise<void>; heartbeat(): Promise<void>; keep(): Promise<boolean> },
 ): Promise<Followed<R>> {
   const f: Followed<R> = { released: "", roundStart: 0, blocked: false, run: initial };
   let keptAt = Date.now();
@@ -206,9 +207,12 @@ export async function followRelease<R extends { finished: boolean; paused: boole
       f.released += slice.text;
       quietSince = Date.now();
       await io.write(slice.text);
-    } else if (Date.now() - quietSince >= quietMs) {
-      quietSince = Date.now();
-      await io.heartbeat();
+    } else {
+      await io.idle?.();
+      if (Date.now() - quietSince >= quietMs) {
+        quietSince = Date.now();
+        await io.heartbeat();
+      }
     }
     if (slice.end) break;
   }

@@ -30,7 +30,7 @@ import { configInForce } from "../config/versions";
 import { GatewayError } from "../errors";
 import { type AcquireResult, STREAM_LEASE_RENEW_MS, STREAM_LEASE_TTL_MS } from "../idempotency/stream-leases";
 import { keyRequestRefusal } from "../keys/limits";
-import { checkKey } from "../keys/standing";
+import { checkKey, keyChecks } from "../keys/standing";
 import type { KeyLimits } from "../keys/store";
 import type { Admission } from "../runs/backlog";
 import { requestCallerKey } from "../runs/caller";
@@ -81,8 +81,11 @@ interface Followed {
   stream?: SocketStream;
 }
 
-/** The grant, the runs followed, and when the socket's open-stream lease was last renewed (absent: due now). */
-type Attachment = SocketGrant & { follows: Followed[]; renewedAt?: number };
+/**
+ * The grant, the runs followed, when the socket's open-stream lease was last renewed (absent: due now), and when
+ * its key was last checked by the upkeep (absent: when the socket opened, as the Worker had just checked it).
+ */
+type Attachment = SocketGrant & { follows: Followed[]; renewedAt?: number; keyCheckedAt?: number };
 
 /** The object's methods a socket turn uses: the same ones every other door reaches over RPC. */
 export type SocketTurnTarget = Pick<SessionDO, "enqueueMessage" | "newSession" | "resumeSession">;
@@ -115,9 +118,9 @@ export class SessionSockets {
     const [client, server] = Object.values(new WebSocketPair()) as [WebSocket, WebSocket];
     this.#cx.state.acceptWebSocket(server, [`caller:${grant.callerId}`]);
     const now = Date.now(); // the Worker just took the lease
-    server.serializeAttachment({ ...grant, follows: [], renewedAt: now } satisfies Attachment);
-    // An idle socket sends nothing that would renew its slot: the alarm does, or the slot would lapse (D-086).
-    await alarmBy(this.#cx.storage, now + STREAM_LEASE_RENEW_MS);
+    server.serializeAttachment({ ...grant, follows: [], renewedAt: now, keyCheckedAt: now } satisfies Attachment);
+    // An idle socket sends nothing that would renew its slot or check its key: the alarm does (D-086).
+    await alarmBy(this.#cx.storage, now + (grant.key ? Math.min(STREAM_LEASE_RENEW_MS, keyChecks.idleMs) : STREAM_LEASE_RENEW_MS));
     return new Response(null, { status: 101, webSocket: client });
   }
 
@@ -205,9 +208,15 @@ export class SessionSockets {
     await this.closed(ws);
   }
 
-  /** When the upkeep is next due: the earliest renewal of an open socket's slot (null: no socket open). */
+  /**
+   * When the upkeep is next due: the earliest renewal of an open socket's slot, or check of a key's socket — an idle
+   * one too, so a key revoked, rotated or expired meanwhile closes it within `keyChecks.idleMs` (null: none open).
+   */
   #nextUpkeepAt(): number | null {
-    const due = openSockets(this.#cx.state).map(({ att }) => (att.renewedAt ?? 0) + STREAM_LEASE_RENEW_MS);
+    const due = openSockets(this.#cx.state).map(({ att }) => {
+      const renew = (att.renewedAt ?? 0) + STREAM_LEASE_RENEW_MS;
+      return att.key ? Math.min(renew, (att.keyCheckedAt ?? att.renewedAt ?? 0) + keyChecks.idleMs) : renew;
+    });
     return due.length > 0 ? Math.min(...due) : null;
   }
 
@@ -223,6 +232,10 @@ export class SessionSockets {
     for (const { ws, att } of open) {
       const holds = att.key ? await this.#keyHolds(ws, att.key, att.agentId) : true;
       if (ws.readyState !== WebSocket.READY_STATE_OPEN) continue; // closed: its key no longer stands
+      if (att.key) {
+        const current = attachmentOf(ws); // read again: pushes may have moved it on while the key was checked
+        if (current) ws.serializeAttachment({ ...current, keyCheckedAt: now } satisfies Attachment);
+      }
       // Renewed even while the key cannot be checked: the socket is open, so it counts.
       const lost = await this.#renewLease(ws, att, max, now);
       if (lost?.code === "rate.limited") {

@@ -5,17 +5,20 @@
  *    the only request counted) and is held to the key's `tokensPerDay` in force (one set after the upgrade too).
  *  - Revocation: a revoked, rotated or expired key's open socket, `GET /v1/runs/{id}/events` and streamed
  *    `/v1/chat/completions` stop delivering at the next piece once the keys generation has propagated, and close
- *    with an error in their own shape; an idle socket is closed by its session object's upkeep alarm.
+ *    with an error in their own shape; an idle one is checked every `keyChecks.idleMs` (the propagation bound, 5 s:
+ *    an idle socket by its session object's upkeep alarm), so it closes within that without delivering anything.
  * Nothing here waits on the wall clock: the model's stream is held at a gate the test opens (test/support/outbound.ts),
  * propagation is forced the way the isolate's own probe would see it (`forgetAdminGenerations`), and the per-minute
  * counts run on a pinned clock (`keyClock`).
  */
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { STREAM_LEASE_TTL_MS } from "../../src/idempotency/stream-leases";
 import { mintSecret } from "../../src/keys/format";
 import { keyClock } from "../../src/keys/limits";
+import { KEY_PROPAGATION_MS } from "../../src/keys/lookup";
+import { keyChecks } from "../../src/keys/standing";
 import { revokeKey, rotateKey } from "../../src/keys/store";
 import { StreamGuard } from "../../src/prompts/stream-guard";
 import { httpChatSessionKey, sessionObjectName } from "../../src/sessions/keys";
@@ -29,6 +32,7 @@ beforeAll(() => registerTestTools());
 const realClock = keyClock.now;
 afterEach(() => {
   keyClock.now = realClock;
+  keyChecks.idleMs = KEY_PROPAGATION_MS;
   vi.useRealTimers();
 });
 
@@ -103,6 +107,22 @@ function readSse(res: Response): { messages: { event: string; data: string }[]; 
     }
   })();
   return { messages, done };
+}
+
+/**
+ * `done`, or a failure once `ms` pass: an idle check ends the stream within `keyChecks.idleMs` (50 ms here), while
+ * without it the stream would end only at its heartbeat or long poll, 15 to 25 s on — so the bound has a wide margin.
+ */
+async function within(done: Promise<void>, ms: number, what: string): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms / 1000} s`)), ms);
+  });
+  try {
+    await Promise.race([done, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Closes the client's socket and waits until its object has seen it close and given the slot back. */
@@ -326,6 +346,126 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     ]);
     await until(() => slotsFree(callerId));
   });
+
+  it("ISSUE33 revocation: an idle socket of a revoked key is checked by its object's upkeep alarm within the propagation bound (due at most 5 s after it opened), which closes it (auth.unauthorized error frame, 1008)", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t0 = Date.now();
+    const app = await inForce(runConfig(uniqueHost("script")));
+    const { key, keyId, callerId } = await createKey(app);
+    const roomId = room();
+    const client = await connect(app, roomId, key);
+    const session = httpChatSessionKey("main", callerId, roomId, "u1");
+    if (!session.ok) throw new Error(session.error);
+    const stub = env.SESSIONS.getByName(sessionObjectName(session.key));
+    const alarm = await runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
+    expect(KEY_PROPAGATION_MS).toBe(5_000);
+    expect(alarm).not.toBeNull();
+    expect((alarm as number) - t0).toBeLessThanOrEqual(KEY_PROPAGATION_MS);
+    await revokeKey(env.DB, keyId, new Date(t0));
+    propagate();
+    vi.setSystemTime(alarm as number);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect((await client.closed).code).toBe(1008);
+    expect(client.frames).toEqual([
+      {
+        type: "error",
+        error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
+      },
+    ]);
+    await until(() => slotsFree(callerId));
+  });
+
+  it("ISSUE33 revocation: an idle socket of a key that still stands is checked again every 5 s (the upkeep records the check and is due again 5 s on), and stays open", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t0 = Date.now();
+    const app = await inForce(runConfig(uniqueHost("script")));
+    const { key, callerId } = await createKey(app);
+    const roomId = room();
+    const client = await connect(app, roomId, key);
+    const session = httpChatSessionKey("main", callerId, roomId, "u1");
+    if (!session.ok) throw new Error(session.error);
+    const stub = env.SESSIONS.getByName(sessionObjectName(session.key));
+    const first = (await runInDurableObject(stub, (_o, state) => state.storage.getAlarm())) as number;
+    vi.setSystemTime(first);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const next = (await runInDurableObject(stub, (_o, state) => state.storage.getAlarm())) as number;
+    expect(next - first).toBe(KEY_PROPAGATION_MS);
+    expect(first - t0).toBeLessThanOrEqual(KEY_PROPAGATION_MS);
+    expect(client.frames).toEqual([]);
+    await closeAndWait(client, callerId);
+  });
+
+  it("ISSUE33 revocation: an idle GET /v1/runs/{id}/events?follow=true of a revoked key (the model has sent nothing) ends at its next idle check — one error event after the events it had, nothing else", async () => {
+    keyChecks.idleMs = 50; // the bound is 5 s; shortened so the test does not wait for it
+    const host = uniqueHost("script");
+    const { start, middle } = await gatedAnswer(host);
+    const app = await streaming(host);
+    const { key, keyId, callerId } = await createKey(app);
+    const queued = await call(app, "POST", "/v1/runs", { agent_id: "main", message: "rivers" }, key);
+    const runId = queued.body.id as string;
+    const res = await app.request(
+      `https://gateway.test/v1/runs/${runId}/events?follow=true`,
+      { headers: { Authorization: `Bearer ${key}` } },
+      env,
+    );
+    expect(res.status).toBe(200);
+    const sse = readSse(res);
+    await until(async () => sse.messages.some((m) => m.event === "model.requested"));
+    const seen = sse.messages.length;
+    await revokeKey(env.DB, keyId, new Date());
+    propagate();
+    await within(sse.done, 10_000, "the idle events stream's end"); // nothing is delivered meanwhile: only an idle check ends it
+    expect(sse.messages.slice(seen)).toEqual([
+      {
+        event: "error",
+        data: JSON.stringify({
+          error: { code: "auth.unauthorized", message: "the API key this stream was opened with was revoked, rotated or has expired" },
+        }),
+      },
+    ]);
+    await start();
+    await middle();
+    await until(async () => (await runDetail(app, runId)).run.status === "completed");
+    await until(() => slotsFree(callerId));
+  }, 30_000);
+
+  it("ISSUE33 revocation: an idle streamed /v1/chat/completions of a revoked key (the model has sent nothing) ends at its next idle check — OpenAI's error object, no [DONE]", async () => {
+    keyChecks.idleMs = 50; // the bound is 5 s; shortened so the test does not wait for it
+    const host = uniqueHost("script");
+    const { start, middle } = await gatedAnswer(host);
+    const app = await streaming(host);
+    const { key, keyId, callerId } = await createKey(app);
+    const res = await app.request(
+      "https://gateway.test/v1/chat/completions",
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "agent:main", messages: [{ role: "user", content: "rivers" }], stream: true }),
+      },
+      env,
+    );
+    expect(res.status).toBe(200);
+    const sse = readSse(res);
+    await until(async () => sse.messages.length === 1); // the role chunk
+    await revokeKey(env.DB, keyId, new Date());
+    propagate();
+    await within(sse.done, 10_000, "the idle completion stream's end"); // the model is held at its first chunk: only an idle check ends it
+    expect(sse.messages.slice(1)).toEqual([
+      {
+        event: "message",
+        data: JSON.stringify({
+          error: {
+            message: "the API key this stream was opened with was revoked, rotated or has expired",
+            type: "authentication_error",
+            code: "auth.unauthorized",
+          },
+        }),
+      },
+    ]);
+    await start();
+    await middle();
+    await until(() => slotsFree(callerId));
+  }, 30_000);
 
   it("ISSUE33 revocation: the check before each piece reads no key record while the keys generation is unchanged (a streamed answer's deltas over a key's socket: 0 reads of api_keys)", async () => {
     const host = uniqueHost("script");

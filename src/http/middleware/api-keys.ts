@@ -14,7 +14,7 @@ import type { Context } from "hono";
 import { GatewayError } from "../../errors";
 import { keyRequestRefusal } from "../../keys/limits";
 import type { KeyGrant } from "../../keys/lookup";
-import { checkKey } from "../../keys/standing";
+import { checkKey, keyChecks } from "../../keys/standing";
 import { touchKey } from "../../keys/store";
 import type { KeyBudget } from "../../runs/token-budget";
 import type { AuthEnv, Principal } from "./auth";
@@ -73,16 +73,28 @@ export class KeyStreamEnded extends Error {
   }
 }
 
+/** What an open stream of a key awaits before each piece it writes, and how long it may idle between two checks. */
+export interface KeyStreamGuard {
+  /** Throws `KeyStreamEnded` once the key no longer stands. */
+  check: () => Promise<void>;
+  /** How long the stream may go without a check while nothing is written (Infinity: no key record to check). */
+  idleMs: number;
+}
+
 /**
  * The guard an open stream of `agentId` awaits before each piece it writes (D-086): it throws `KeyStreamEnded` once
  * the request's key record no longer stands (revoked, rotated, expired, the agent taken away) or cannot be checked —
- * from the isolate's cached record, so no D1 read per piece. For callers that are not key records it does nothing.
+ * from the isolate's cached record, so no D1 read per piece. The stream also checks it every `idleMs` while idle.
+ * For callers that are not key records it does nothing.
  */
-export function keyStreamGuard(principal: Principal | undefined, db: D1Database | undefined, agentId: string): () => Promise<void> {
-  if (principal?.scope !== "api" || !principal.key || !db) return async () => {};
+export function keyStreamGuard(principal: Principal | undefined, db: D1Database | undefined, agentId: string): KeyStreamGuard {
+  if (principal?.scope !== "api" || !principal.key || !db) return { check: async () => {}, idleMs: Number.POSITIVE_INFINITY };
   const grant = principal.key;
-  return async () => {
-    const check = await checkKey(db, grant, agentId, "stream");
-    if (!check.ok) throw new KeyStreamEnded(check.error);
+  return {
+    check: async () => {
+      const check = await checkKey(db, grant, agentId, "stream");
+      if (!check.ok) throw new KeyStreamEnded(check.error);
+    },
+    idleMs: keyChecks.idleMs,
   };
 }

@@ -241,7 +241,9 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
     const guard = keyStreamGuard(c.get("principal"), c.env.DB, turn.agentId);
     // Issue 23: the answer's text as the incremental output guard releases it (src/runs/stream-release.ts), all of
     // it from ONE RPC answering a stream of frames (D-060), opened on the first read (none if the run has ended).
-    const open = () => session.releaseStream(runId, { quietMs: HEARTBEAT_MS, untilMs: deadline - Date.now() });
+    // A key's stream gets a frame at least every idleMs even while idle, so the key is checked that often (D-086).
+    const quietMs = Math.min(HEARTBEAT_MS, guard.idleMs);
+    const open = () => session.releaseStream(runId, { quietMs, untilMs: deadline - Date.now() });
     const released = releaseReader<Done>(open, done as Done | null);
     return streamSSE(
       c,
@@ -255,18 +257,18 @@ export function openAiRoutes(): OpenAPIHono<AppEnv> {
           await stream.writeSSE({ data: JSON.stringify(chunks.role(ids)) });
           const r = await followRelease(() => released.next(), done as Done | null, deadline, HEARTBEAT_MS, {
             write: async (text) => {
-              await guard();
+              await guard.check();
               await stream.writeSSE({ data: JSON.stringify(chunks.content(ids, text)) });
             },
+            idle: guard.check, // every frame without text: at least every idleMs
             heartbeat: async () => {
-              await guard(); // an idle stream is checked at each heartbeat too
               if (!closed) await stream.write(": still working\n\n");
             },
             keep: async () => !closed && (await lease.renew()) !== false,
           });
           runEnded(queued, r.run); // D-069
           if (closed) return;
-          await guard(); // the end of the answer (or the run's error) is a piece too
+          await guard.check(); // the end of the answer (or the run's error) is a piece too
           const outcome: Outcome = r.blocked ? { content: "", usage: r.run?.usage ?? NO_USAGE } : outcomeOf(r.run, runId, waitSeconds);
           if ("error" in outcome) {
             // OpenAI's clients read an `error` object in a stream as a failed request.

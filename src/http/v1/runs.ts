@@ -254,6 +254,8 @@ async function followEvents(o: {
   text: DeltaWriter | null;
   send: (m: SseMessage) => Promise<void>;
   live: () => Promise<boolean>;
+  /** The longest one long poll for events may last (EVENT_WAIT_MS, less for a key's stream: D-086). */
+  waitMs: number;
 }): Promise<void> {
   const deadline = Date.now() + EVENT_STREAM_MAX_MS;
   let after = o.after;
@@ -261,7 +263,7 @@ async function followEvents(o: {
     // With deltas, the wait is on released text (which also wakes at every event); then the events, at once.
     const settled = o.text ? await o.text.poll() : true;
     // Long poll: the object answers at once when events are there, else when the next one is written.
-    const wait = o.follow && settled ? Math.max(0, Math.min(EVENT_WAIT_MS, deadline - Date.now())) : 0;
+    const wait = o.follow && settled ? Math.max(0, Math.min(o.waitMs, deadline - Date.now())) : 0;
     const page = (await o.stub.runEvents(o.runId, after, 500, wait)) as unknown as EventsPage;
     if (!page) break;
     for (const e of page.events) {
@@ -392,19 +394,21 @@ export function runRoutes(): OpenAPIHono<AppEnv> {
         releaseInBackground(c, lease);
       });
       const send = async (m: SseMessage) => {
-        await guard();
+        await guard.check();
         await stream.writeSSE(m);
       };
-      // With deltas, released text comes from one RPC's stream (D-060): a frame at least every EVENT_WAIT_MS.
-      const frames = { quietMs: EVENT_WAIT_MS, untilMs: follow ? EVENT_STREAM_MAX_MS : 0 };
+      // A key's stream wakes at least every idleMs even while idle, so the key is checked that often (D-086).
+      const waitMs = Math.min(EVENT_WAIT_MS, guard.idleMs);
+      // With deltas, released text comes from one RPC's stream (D-060): a frame at least every waitMs.
+      const frames = { quietMs: waitMs, untilMs: follow ? EVENT_STREAM_MAX_MS : 0 };
       const text = q.deltas === "true" ? new DeltaWriter(stub, run_id, frames, send) : null;
       const live = async () => {
         if (closed || !(await lease.renew())) return false;
-        await guard(); // an idle stream is checked once per long poll too
+        await guard.check(); // an idle stream is checked once per long poll too
         return true;
       };
       try {
-        await followEvents({ stub, runId: run_id, after, follow, text, send, live });
+        await followEvents({ stub, runId: run_id, after, follow, text, send, live, waitMs });
       } catch (err) {
         if (!(err instanceof KeyStreamEnded)) throw err;
         // The S3 envelope in an `error` message, then the end: reconnecting with the key is refused (401 or 403).
