@@ -5,7 +5,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { signWebhook, verifyWebhook, webhookKey } from "../../src/channels/standard-webhooks";
 import { bodiesSentTo, runConfig, scriptProvider, uniqueHost } from "../support/config";
 import type { PlatformPost, ReceivedHook } from "../support/outbound";
@@ -273,6 +273,8 @@ describe("Slack", () => {
   it("fails closed: a bad, stale or future signature, a re-serialised body, or no signing secret is 401", async () => {
     const app = channelApp();
     const raw = slackEvent();
+    // The clock is pinned: a timestamp 301 s out stays 301 s out however slowly the request is sent and checked.
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
     const now = Math.floor(Date.now() / 1000);
     const good = await slackHeaders(raw);
     const cases: [Record<string, string>, string, object][] = [
@@ -287,12 +289,16 @@ describe("Slack", () => {
       [{}, raw, env],
       [good, raw, { ...env, SLACK_SIGNING_SECRET: undefined }],
     ];
-    for (const [headers, body, e] of cases) {
-      const res = await send(app, "/webhooks/slack/main", body, headers, e);
-      expect({ status: res.status, body: await res.json() }).toEqual({
-        status: 401,
-        body: { error: { code: "auth.unauthorized", message: "the slack webhook could not be verified" } },
-      });
+    try {
+      for (const [headers, body, e] of cases) {
+        const res = await send(app, "/webhooks/slack/main", body, headers, e);
+        expect({ status: res.status, body: await res.json() }).toEqual({
+          status: 401,
+          body: { error: { code: "auth.unauthorized", message: "the slack webhook could not be verified" } },
+        });
+      }
+    } finally {
+      vi.useRealTimers();
     }
   });
 });
