@@ -115,6 +115,76 @@ export function httpImportsIn(path, text) {
   return found;
 }
 
+/** Whether an import or re-export brings in types only (erased at build: no module is loaded for it). */
+function typeOnly(node) {
+  if (node.importKind === "type" || node.exportKind === "type") return true;
+  const specifiers = node.specifiers ?? [];
+  return specifiers.length > 0 && specifiers.every((s) => s.importKind === "type" || s.exportKind === "type");
+}
+
+/** The module a relative specifier of `from` names, among `files` (extension or index left out). */
+function resolveModule(from, spec, files) {
+  const target = posix.join(posix.dirname(from), spec);
+  const candidates = [target, `${target}.ts`, `${target}.tsx`, `${target}.mts`, `${target}/index.ts`, target.replace(/\.js$/, ".ts")];
+  return candidates.find((c) => files.has(c));
+}
+
+/** The import graph of src/: each file's relative imports, `value` false where an import brings types only. */
+export function importGraph() {
+  const list = filesUnder("src").filter((f) => !f.startsWith("src/generated/") && !f.startsWith("src/dashboard/client/"));
+  const files = new Set(list);
+  const edges = new Map(list.map((f) => [f, []]));
+  for (const path of list) {
+    const { ast } = parse(path);
+    walk(ast, (node) => {
+      const spec = MODULE_SOURCES.has(node.type) ? node.source?.value : undefined;
+      if (typeof spec !== "string" || !spec.startsWith(".")) return;
+      const to = resolveModule(path, spec, files);
+      if (to) edges.get(path).push({ to, value: !typeOnly(node) });
+    });
+  }
+  return edges;
+}
+
+/**
+ * Import circles: the strongly connected components of more than one file (Tarjan), over every import and over the
+ * imports that load a module (a value circle decides which module initialises first).
+ */
+export function importCircles(graph = importGraph()) {
+  const components = (valueOnly) => {
+    const index = new Map();
+    const low = new Map();
+    const stack = [];
+    const onStack = new Set();
+    const found = [];
+    let next = 0;
+    const visit = (v) => {
+      index.set(v, next);
+      low.set(v, next++);
+      stack.push(v);
+      onStack.add(v);
+      for (const e of graph.get(v)) {
+        if (valueOnly && !e.value) continue;
+        if (!index.has(e.to)) {
+          visit(e.to);
+          low.set(v, Math.min(low.get(v), low.get(e.to)));
+        } else if (onStack.has(e.to)) low.set(v, Math.min(low.get(v), index.get(e.to)));
+      }
+      if (low.get(v) !== index.get(v)) return;
+      const component = [];
+      for (let w = stack.pop(); ; w = stack.pop()) {
+        onStack.delete(w);
+        component.push(w);
+        if (w === v) break;
+      }
+      if (component.length > 1) found.push(component.sort());
+    };
+    for (const v of graph.keys()) if (!index.has(v)) visit(v);
+    return found.sort((a, b) => b.length - a.length);
+  };
+  return { all: components(false), value: components(true) };
+}
+
 export function lineCount(path) {
   return readFileSync(join(root, path), "utf8").replace(/\n$/, "").split("\n").length;
 }
@@ -130,6 +200,7 @@ export function measure() {
     sql: { [FACADE]: sqlStatements(FACADE), [ENGINE]: sqlStatements(ENGINE) },
     httpImports: filesUnder("src").flatMap((path) => httpImportsIn(path, readFileSync(join(root, path), "utf8"))),
     readmeBytes: statSync(join(root, "README.md")).size,
+    circles: importCircles(),
   };
 }
 
@@ -144,6 +215,10 @@ if (process.argv[1] && relative(process.argv[1], import.meta.filename) === "") {
   for (const i of m.httpImports) breaches.push(`${i.file}:${i.line} imports ${i.from}: only src/http and ${HTTP_ENTRY} import src/http`);
   if (m.readmeBytes > LIMITS.readmeBytes) breaches.push(`README.md: ${m.readmeBytes} bytes (at most ${LIMITS.readmeBytes})`);
   console.log(`${FACADE}: ${m.facadeLines} lines; ${ENGINE}: ${m.engineLines} lines; README.md: ${m.readmeBytes} bytes`);
+  const inCircles = m.circles.all.reduce((n, c) => n + c.length, 0);
+  // Issue 34's target is 0; reported (not yet a breach) until the rooms are moved.
+  console.log(`import circles in src/: ${m.circles.all.length} (${inCircles} files), ${m.circles.value.length} of them value circles`);
+  for (const c of m.circles.all) console.log(`  ${c.length} files: ${c.join(" ")}`);
   console.log("longest functions in src/runs and src/sessions:");
   for (const f of m.longest) console.log(`  ${f.lines}\t${f.file}:${f.line} ${f.name}`);
   if (breaches.length > 0) {
