@@ -8,7 +8,8 @@
  * chunk shows it complete; the issue's target is a first released token at most 2x the peer's first chunk.
  * With `npm run bench -- --peer` the peer (the Agents SDK's AIChatAgent, bench/support/peer-agent.ts) runs under
  * its own `wrangler dev` against the same model server, and its turns are interleaved with ours, one for one: time
- * to its first frame carrying a text delta and to its `done` frame (results.stream.peer_first_chunk).
+ * to its first frame carrying a text delta and to its `done` frame (results.stream.peer_first_chunk). Three windows
+ * of 10 turns each; every headline figure is the median of the windows' p50s, each window's reported beside it.
  */
 import { rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -142,6 +143,60 @@ async function wholeTurn(base: string, token: string): Promise<number> {
   return performance.now() - t0;
 }
 
+/**
+ * Our WebSocket route (`GET /v1/chat/socket`), one conversation, as the peer's turns go over its socket: a message
+ * frame with `stream: true`, timed to its first `delta` frame with text and to its `run` frame.
+ */
+class SocketChat {
+  readonly #ws: WebSocket;
+  #turn: ((f: { type: string; id?: string; text?: string; run?: { output: string } }) => void) | null = null;
+  #n = 0;
+
+  private constructor(ws: WebSocket) {
+    this.#ws = ws;
+    ws.addEventListener("message", (e) => this.#turn?.(JSON.parse(String(e.data))));
+  }
+
+  static async open(base: string, token: string): Promise<SocketChat> {
+    const url = `${base.replace(/^http/, "ws")}/v1/chat/socket?agent_id=main&room_id=stream-bench&user_id=${crypto.randomUUID()}`;
+    const ws = new WebSocket(url, ["sophie.v1", `bearer.${Buffer.from(token).toString("base64url")}`]);
+    await new Promise<void>((resolve, reject) => {
+      ws.addEventListener("open", () => resolve(), { once: true });
+      ws.addEventListener("error", () => reject(new Error(`stream bench: could not open ${url}`)), { once: true });
+    });
+    return new SocketChat(ws);
+  }
+
+  /** One streamed turn: ms to the first delta with text, to the run frame, and the deltas' text. */
+  async turn(): Promise<{ first: number; done: number; content: string }> {
+    const id = `s${this.#n++}`;
+    const t0 = performance.now();
+    let first = -1;
+    let content = "";
+    const done = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("stream bench: a socket turn took over 30 s")), 30_000);
+      this.#turn = (f) => {
+        if (f.id !== id) return;
+        if (f.type === "error") reject(new Error(`stream bench: socket error frame ${JSON.stringify(f).slice(0, 300)}`));
+        if (f.type === "delta" && f.text) {
+          if (first < 0) first = performance.now() - t0;
+          content += f.text;
+        }
+        if (f.type === "run") {
+          clearTimeout(timer);
+          resolve(performance.now() - t0);
+        }
+      };
+      this.#ws.send(JSON.stringify({ type: "message", id, text: "hello", stream: true }));
+    });
+    return { first, done, content };
+  }
+
+  close(): void {
+    this.#ws.close();
+  }
+}
+
 /** The peer beside ours: its copy installed while our gateway starts, then its Worker on our model's port. */
 interface PeerSide {
   agent: PeerAgent;
@@ -179,6 +234,7 @@ async function peerTurn(peer: PeerSide, model: { firstTokenMs: number[] }): Prom
 /** `opts.peer` (`npm run bench -- --peer`): measure the peer's first chunk beside ours with the same model. */
 export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown, opts: { peer?: boolean } = {}) {
   const samples = quick ? 3 : 10;
+  const windows = quick ? 1 : 3;
   const apiToken = `bench-${crypto.randomUUID().replaceAll("-", "")}`;
   // The peer's copy and `npm ci` go beside our gateway's start-up (neither is measured).
   const peerCopy = opts.peer ? preparePeer("stream bench (peer)") : undefined;
@@ -192,6 +248,7 @@ export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown
     throw err;
   });
   let ok = false;
+  let socket: SocketChat | undefined;
   let peer: PeerSide | string = "not measured: pass --peer (npm run bench -- --only=stream --peer)";
   try {
     const base = gateway.dev.base;
@@ -200,6 +257,8 @@ export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown
     await streamedTurn(base, apiToken); // warm-up: isolate, object, connections
     await wholeTurn(base, apiToken);
     await streamedTurn(base, apiToken, user);
+    socket = await SocketChat.open(base, apiToken);
+    await socket.turn();
     gateway.model.firstTokenMs.length = 0;
     const first: number[] = [];
     const done: number[] = [];
@@ -207,26 +266,53 @@ export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown
     const inConversation: number[] = [];
     const beforeModel: number[] = [];
     const beforeModelInConversation: number[] = [];
-    for (let i = 0; i < samples; i++) {
-      const s = await streamedTurn(base, apiToken, undefined, gateway.model);
-      if (s.content !== ANSWER)
-        throw new Error(`stream bench: the streamed chunks do not add up to the answer: ${s.content.slice(0, 200)}`);
-      first.push(s.first);
-      beforeModel.push(s.modelCalled);
-      done.push(s.done);
-      whole.push(await wholeTurn(base, apiToken));
-      const c = await streamedTurn(base, apiToken, user, gateway.model);
-      if (c.content !== ANSWER) throw new Error(`stream bench: a conversation's streamed chunks are wrong: ${c.content.slice(0, 200)}`);
-      inConversation.push(c.first);
-      beforeModelInConversation.push(c.modelCalled);
-      if (typeof peer !== "string") await peerTurn(peer, gateway.model);
+    const overSocket: number[] = [];
+    // Several windows, each interleaving ours and the peer's turns one for one: a figure is the median of the
+    // windows' p50s, reported with each window's (one window is noise on this machine).
+    const perWindow: { first: number; conv: number; ws: number; peer: number | null }[] = [];
+    for (let w = 0; w < windows; w++) {
+      const at = { first: first.length, peer: typeof peer === "string" ? 0 : peer.first.length };
+      for (let i = 0; i < samples; i++) {
+        const s = await streamedTurn(base, apiToken, undefined, gateway.model);
+        if (s.content !== ANSWER)
+          throw new Error(`stream bench: the streamed chunks do not add up to the answer: ${s.content.slice(0, 200)}`);
+        first.push(s.first);
+        beforeModel.push(s.modelCalled);
+        done.push(s.done);
+        whole.push(await wholeTurn(base, apiToken));
+        const c = await streamedTurn(base, apiToken, user, gateway.model);
+        if (c.content !== ANSWER) throw new Error(`stream bench: a conversation's streamed chunks are wrong: ${c.content.slice(0, 200)}`);
+        inConversation.push(c.first);
+        beforeModelInConversation.push(c.modelCalled);
+        const ws = await socket.turn();
+        if (ws.content !== ANSWER) throw new Error(`stream bench: the socket's deltas are wrong: ${ws.content.slice(0, 200)}`);
+        overSocket.push(ws.first);
+        if (typeof peer !== "string") await peerTurn(peer, gateway.model);
+      }
+      perWindow.push({
+        first: median(first.slice(at.first)),
+        conv: median(inConversation.slice(at.first)),
+        ws: median(overSocket.slice(at.first)),
+        peer: typeof peer === "string" ? null : median(peer.first.slice(at.peer)),
+      });
     }
     ok = true;
-    const ttft = median(first);
+    const ttft = median(perWindow.map((w) => w.first));
+    const conv = median(perWindow.map((w) => w.conv));
+    const overWs = median(perWindow.map((w) => w.ws));
+    const peerP50 = typeof peer === "string" ? null : median(perWindow.map((w) => w.peer as number));
+    const ratios = perWindow.map((w) => (w.peer === null ? null : round(w.conv / w.peer, 2)));
+    const wsRatios = perWindow.map((w) => (w.peer === null ? null : round(w.ws / w.peer, 2)));
     return {
       model: `${TOKENS} words, one every ${DELAY_MS} ms (first token at ${DELAY_MS} ms, last at ${TOKENS * DELAY_MS} ms)`,
       hold: "issue 33 (D-091): only a possible start of hidden text (a run of hidden words from its second word, an encoded run, a marker block) and the word being written",
-      samples,
+      samples: `${windows} windows of ${samples} turns each (ours and the peer's interleaved)`,
+      windows: perWindow.map((w, i) => ({
+        own_session_ms_p50: round(w.first),
+        in_conversation_ms_p50: round(w.conv),
+        websocket_ms_p50: round(w.ws),
+        ...(w.peer === null ? {} : { peer_ms_p50: round(w.peer), in_conversation_vs_peer: ratios[i], websocket_vs_peer: wsRatios[i] }),
+      })),
       first_released_token_ms_p50: round(ttft),
       model_first_token_ms_p50: round(median(gateway.model.firstTokenMs)),
       // Where the first token's time goes: the gateway's work before it calls the model, then the model's first
@@ -236,27 +322,35 @@ export async function run(quick: boolean, _prepared?: unknown, _settle?: unknown
       stream_done_ms_p50: round(median(done)),
       whole_answer_ms_p50: round(median(whole)),
       first_token_vs_whole_answer: round(ttft / median(whole), 2),
-      first_released_token_ms_p50_in_conversation: round(median(inConversation)),
+      first_released_token_ms_p50_in_conversation: round(conv),
+      // The same conversation's transport as the peer's: our WebSocket route, a message frame with stream: true.
+      first_released_token_ms_p50_websocket: round(overWs),
       // The spread of each (ours and the peer's turns alternate, one for one, so a slow moment falls on both).
       first_released_token_spread: latencySummary(first),
       first_released_token_in_conversation_spread: latencySummary(inConversation),
+      first_released_token_websocket_spread: latencySummary(overSocket),
       peer_first_chunk:
         typeof peer === "string"
           ? { unavailable: peer }
           : {
               how: "the peer's AIChatAgent under wrangler dev, same model server, one conversation over its WebSocket, turns interleaved with ours: cf_agent_use_chat_request sent -> first frame with a text-delta chunk",
               ...latencySummary(peer.first),
+              p50_ms: round(peerP50 as number), // the median of the windows' p50s, as ours
               done_ms_p50: round(median(peer.done)),
               model_first_token_ms_p50: round(median(peer.modelFirst)),
             },
       ...(typeof peer === "string"
         ? {}
         : {
-            first_token_vs_peer_first_chunk: round(ttft / median(peer.first), 2),
-            in_conversation_vs_peer_first_chunk: round(median(inConversation) / median(peer.first), 2),
+            first_token_vs_peer_first_chunk: round(ttft / (peerP50 as number), 2),
+            in_conversation_vs_peer_first_chunk: round(conv / (peerP50 as number), 2),
+            in_conversation_vs_peer_by_window: ratios,
+            websocket_vs_peer_first_chunk: round(overWs / (peerP50 as number), 2),
+            websocket_vs_peer_by_window: wsRatios,
           }),
     };
   } finally {
+    socket?.close();
     if (typeof peer !== "string") {
       peer.chat.close();
       await peer.agent.dispose(ok);

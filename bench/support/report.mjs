@@ -265,26 +265,32 @@ export function summarise(results, peer) {
     const st = results.stream;
     const ttft = st && !st.error ? st.first_released_token_ms_p50 : undefined;
     const conv = st && !st.error ? st.first_released_token_ms_p50_in_conversation : undefined;
+    const overWs = st && !st.error ? st.first_released_token_ms_p50_websocket : undefined;
     const measured = st?.peer_first_chunk?.p50_ms;
     const peerFirst = measured ?? peer.first_chunk_median_ms;
     const what =
       measured !== undefined
         ? "peer first text chunk, same slow model, same run"
         : "peer first chunk with its ZERO-LATENCY model (fallback, not like for like: --peer measures it)";
-    // Ours twice: a session of its own per request (the headline), and the next turn of one conversation (as the peer's).
-    const both = (a, b) => (b === undefined ? `${a}` : `${a} / ${b}`);
+    // Ours three ways: a session of its own per HTTP request (the headline), the next turn of one conversation over
+    // HTTP, and over our WebSocket route (the peer's own transport: one conversation over an open socket).
+    const all = (...xs) => xs.filter((x) => x !== undefined).join(" / ");
+    const ways = ["own session", conv === undefined ? undefined : "one conversation", overWs === undefined ? undefined : "WebSocket"];
     add(
-      `guarded stream: time to first released token, p50 (slowly streaming model)${conv === undefined ? "" : ": own session / one conversation"}`,
-      ttft === undefined ? "n/a (bench/stream.bench.ts not in this run)" : both(ttft, conv),
+      `guarded stream: time to first released token, p50 (slowly streaming model): ${all(...ways)}`,
+      ttft === undefined ? "n/a (bench/stream.bench.ts not in this run)" : all(ttft, conv, overWs),
       ttft === undefined ? "" : "ms",
       {
         ratio:
-          ttft === undefined ? "" : `${both(vsPeer(ttft, peerFirst), conv === undefined ? undefined : vsPeer(conv, peerFirst))}× ${what}`,
+          ttft === undefined
+            ? ""
+            : `${all(vsPeer(ttft, peerFirst), conv === undefined ? undefined : vsPeer(conv, peerFirst), overWs === undefined ? undefined : vsPeer(overWs, peerFirst))}× ${what}`,
         peer: peerFirst,
-        // Issue 33: a benign answer streams at the model's pace — the conversation's first token within 2× the peer's.
-        ...(measured === undefined || conv === undefined
+        // Issue 33: a benign answer streams at the model's pace — the first token within 2× the peer's, judged where
+        // the transports match (one conversation over an open WebSocket), the HTTP figures beside it.
+        ...(measured === undefined || overWs === undefined
           ? {}
-          : { target: `≤ 2× peer (${r(2 * measured, 1)})`, pass: conv <= 2 * measured }),
+          : { target: `≤ 2× peer (${r(2 * measured, 1)}) over the WebSocket`, pass: overWs <= 2 * measured }),
       },
     );
   }
