@@ -6,6 +6,7 @@
  */
 import { queueOutcomeEdit } from "../channels/approval-outcomes";
 import type { GateDecision } from "../tools/policy";
+import type { ToolOutcome } from "../tools/registry";
 import {
   type ApprovalRow,
   type ApprovalSlot,
@@ -20,7 +21,6 @@ import {
   reserveApprovalSlot,
 } from "./approvals";
 import { runCallerKey } from "./caller";
-import type { GateResult } from "./gate";
 import { emit, type RunContext } from "./host";
 import { shipApprovalIndex } from "./ship";
 import type { RunSpec } from "./spec";
@@ -33,6 +33,15 @@ import {
   setToolDecision,
   type ToolExecutionRow,
 } from "./store";
+
+/**
+ * What the gate says of a call: the run pauses for a human, or goes on with the decision and either an outcome
+ * (the call is answered without running) or none (it runs; `honeypotSend` names a reserved honeypot send). Defined
+ * here, beside the approval step that answers most of them, so the gate (gate.ts) imports this module and not back.
+ */
+export type GateResult =
+  | { paused: true }
+  | { paused: false; decision: GateDecision | null; outcome: ToolOutcome | null; honeypotSend?: number };
 
 /** Pending-approval limits for runs accepted before their spec carried them (the config defaults). */
 const DEFAULT_MAX_PENDING_PER_AGENT = 20;

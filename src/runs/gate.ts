@@ -11,7 +11,10 @@ import { checkHoneypot, honeypotRecipient, reserveHoneypotSend } from "../tools/
 import { decide, type GateDecision } from "../tools/policy";
 import type { ToolOutcome } from "../tools/registry";
 import { lockedSchemaHash, schemaHash } from "../tools/schema-lock";
-import { approvalStep } from "./approval-flow";
+import { approvalStep, type GateResult } from "./approval-flow";
+
+export type { GateResult } from "./approval-flow";
+
 import { MARKER_BLOCK, type RunContext, safeJson, sessionTypeOf } from "./host";
 import { allowedTools } from "./run-tools";
 import type { RunSpec } from "./spec";
@@ -22,14 +25,6 @@ import { noteGate } from "./turn-line";
 export function setupOnlyReason(tool: string): string {
   return `${tool} is available only in setup sessions`;
 }
-
-/**
- * What the gate says of a call: the run pauses for a human, or goes on with the decision and either an outcome
- * (the call is answered without running) or none (it runs; `honeypotSend` names a reserved honeypot send).
- */
-export type GateResult =
-  | { paused: true }
-  | { paused: false; decision: GateDecision | null; outcome: ToolOutcome | null; honeypotSend?: number };
 
 type ErrorCode = Extract<ToolOutcome, { ok: false }>["error"]["code"];
 

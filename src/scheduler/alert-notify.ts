@@ -7,7 +7,7 @@
  */
 import { ensureLazyTables } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
-import { webhookIdFor } from "./notify";
+import { webhookIdFor } from "./webhook-id";
 
 /** An alert webhook to queue: where, its fixed body and id, the run that fired it, and the retry settings. */
 export interface AlertNotify {

@@ -33,6 +33,8 @@ import type { ChatNotifySpec } from "./chat-notify";
 import { armRunNotify, dueRunNotifications, enqueueRunNotify, nextRunNotifyAt, type RunNotifySpec, runWebhookIdFor } from "./run-notify";
 import { type WebhookOwner, type WebhookSecretsEnv, webhookSigning } from "./webhook-keys";
 
+export { webhookIdFor } from "./webhook-id";
+
 /** Jobs and budget alerts are the operator's webhooks: signed with the operator's endpoint keys (D-089). */
 const OPERATOR: WebhookOwner = { operator: true };
 
@@ -58,12 +60,6 @@ export interface WebhookNotifySpec {
 const MAX_RETRY_DELAY_MS = 60 * 60_000;
 /** How soon an outcome D1 did not take is written again. */
 export const REPORT_RETRY_MS = 30_000;
-
-/** A firing's webhook id: `msg_` + 32 hex of SHA-256 over its run key (job_id, scheduled_for). */
-export async function webhookIdFor(jobId: string, scheduledFor: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${jobId}\n${scheduledFor}`)));
-  return `msg_${[...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
-}
 
 /** Wait after the `attempts`-th failed attempt: base, 4·base, 16·base, … at most an hour. */
 export function retryDelayMs(baseMs: number, attempts: number): number {

@@ -17,7 +17,7 @@ import type { KeyGrant } from "../../keys/lookup";
 import { checkKey, keyChecks } from "../../keys/standing";
 import { touchKey } from "../../keys/store";
 import type { KeyBudget } from "../../runs/token-budget";
-import type { AuthEnv, Principal } from "./auth";
+import type { AuthEnv, Principal } from "./principal";
 
 /** How often `last_used_at` is written per key, at most. */
 export const LAST_USED_INTERVAL_MS = 60_000;

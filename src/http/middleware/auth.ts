@@ -22,14 +22,11 @@ import { GatewayError } from "../../errors";
 import { type KeyGrant, type KeyRefusal, lookupKey } from "../../keys/lookup";
 import type { Logger } from "../../observability/logger";
 import { admitKeyRequest } from "./api-keys";
+import type { AuthEnv, Principal } from "./principal";
+
+export type { AuthEnv, Principal } from "./principal";
 
 export type Scope = "admin" | "api";
-
-/** Who made the request, once authenticated (`sandbox`: a sandbox token on a tool-callback route, S5 §6.3). */
-export type Principal =
-  | { scope: "admin" }
-  | { scope: "api"; callerId: string; key?: KeyGrant }
-  | { scope: "sandbox"; sessionId: string; tokenId: string };
 
 /** Configured tokens shorter than this are refused (and logged once): they are guessable. */
 export const MIN_TOKEN_LENGTH = 16;
@@ -102,16 +99,6 @@ function tokenTable(env: AuthEnv, logger: Logger): Promise<TokenTable> {
     };
   }
   return cached.table;
-}
-
-/** The env vars this module reads. */
-export interface AuthEnv {
-  GATEWAY_ADMIN_TOKEN?: string;
-  GATEWAY_API_TOKENS?: string;
-  /** Where API key records live (absent: only the env tokens are known). */
-  DB?: D1Database;
-  /** The request ceiling of API key records (Cloudflare Rate Limiting; absent: only their exact D1 limits). */
-  API_KEY_RATE_LIMITER?: RateLimit;
 }
 
 function unauthorized(message: string, invalidToken = false): GatewayError {
