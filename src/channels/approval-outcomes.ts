@@ -14,12 +14,38 @@
  */
 import { readLazy } from "../sessions/lazy-tables";
 import type { Sql } from "../storage/sql";
-import { outcomeLine, slackBlocks } from "./approval-buttons";
-import type { DuePrompt, PromptBody, PromptTarget } from "./approval-prompts";
-import { botToken, MAX_ATTEMPTS, type PartResult, type ReplyHost, retryDelayMs } from "./replies";
+import { type ButtonTokens, outcomeLine, slackBlocks } from "./approval-buttons";
+import { botToken, MAX_ATTEMPTS, type PartResult, type ReplyHost, type ReplyTarget, retryDelayMs } from "./replies";
 import { updateSlackMessage } from "./slack-interactivity";
 import type { SendFailure } from "./telegram";
 import { editMessageText } from "./telegram-callbacks";
+
+// The approval prompt's types (approval-prompts.ts re-exports them): here, since a prompt's body carries the edit
+// this module makes, and approval-prompts.ts drives this module, not the other way round.
+
+/** A chat an approval can be asked in: the run's Telegram or Slack reply target (not a job's report). */
+export type PromptTarget = Extract<ReplyTarget, { channel: "telegram" | "slack" }>;
+
+/** What a prompt row's `target` column holds. */
+export interface PromptBody {
+  to: PromptTarget;
+  runId: string;
+  text: string;
+  /** Until the message is out; null after. */
+  tokens: ButtonTokens | null;
+  /** Set when the approval was decided elsewhere or expired after the message went out: it is edited to this (D-081). */
+  edit?: OutcomeEdit;
+}
+
+/** A due row of the prompt outbox. */
+export interface DuePrompt extends Record<string, SqlStorageValue> {
+  approval_id: string;
+  target: string;
+  status: string;
+  attempts: number;
+  message_ids: string;
+  approval_status: string;
+}
 
 /** What the message is edited to say. */
 export interface OutcomeEdit {

@@ -14,31 +14,9 @@
 
 import { readLazy } from "../sessions/lazy-tables";
 import { buttonStatement } from "./approval-button-store";
-import {
-  type ButtonTokens,
-  mintButtonTokens,
-  type PromptApproval,
-  promptText,
-  slackBlocks,
-  telegramKeyboard,
-  tokenDigest,
-} from "./approval-buttons";
-import { deliverOutcomeEdit, followDecidedMeanwhile, type OutcomeEdit } from "./approval-outcomes";
+import { mintButtonTokens, type PromptApproval, promptText, slackBlocks, telegramKeyboard, tokenDigest } from "./approval-buttons";
+import { type DuePrompt, deliverOutcomeEdit, followDecidedMeanwhile, type PromptBody, type PromptTarget } from "./approval-outcomes";
 import { MAX_ATTEMPTS, type ReplyHost, type ReplyTarget, retryDelayMs, sendPart } from "./replies";
-
-/** A chat an approval can be asked in: the run's Telegram or Slack reply target (not a job's report). */
-export type PromptTarget = Extract<ReplyTarget, { channel: "telegram" | "slack" }>;
-
-/** What a prompt row's `target` column holds. */
-export interface PromptBody {
-  to: PromptTarget;
-  runId: string;
-  text: string;
-  /** Until the message is out; null after. */
-  tokens: ButtonTokens | null;
-  /** Set when the approval was decided elsewhere or expired after the message went out: it is edited to this (D-081). */
-  edit?: OutcomeEdit;
-}
 
 /** What the approval step does with a chat prompt (the engine's RunHost.chatApprovalPrompt, src/runs/host.ts). */
 export interface ChatApprovalPrompt {
@@ -93,16 +71,6 @@ export function chatApprovalPrompt(host: Pick<ReplyHost, "sql" | "secrets">, run
                    ON CONFLICT (run_id) DO NOTHING`;
     },
   };
-}
-
-/** A due row of the prompt outbox. */
-export interface DuePrompt extends Record<string, SqlStorageValue> {
-  approval_id: string;
-  target: string;
-  status: string;
-  attempts: number;
-  message_ids: string;
-  approval_status: string;
 }
 
 /** Sends every due approval prompt; first settles prompts a previous instance left `sending` (not sent again). */

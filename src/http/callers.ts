@@ -18,7 +18,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
-import type { AuthEnv } from "./middleware/auth";
+import type { AuthEnv } from "./middleware/principal";
 import { type AppEnv, createRouter } from "./router";
 
 /** The credential an operation needs: a bearer token of a scope, a platform's signature, or nothing. */

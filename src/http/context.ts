@@ -3,7 +3,7 @@ import type { GatewayConfig } from "../config/schema";
 import type { ConfigInForce } from "../config/versions";
 import type { Logger, RunLine } from "../observability/logger";
 import type { StartupValidator } from "../providers/startup-validation";
-import type { Principal } from "./middleware/auth";
+import type { Principal } from "./middleware/principal";
 
 declare module "hono" {
   interface ContextVariableMap {

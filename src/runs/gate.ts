@@ -13,8 +13,6 @@ import type { ToolOutcome } from "../tools/registry";
 import { lockedSchemaHash, schemaHash } from "../tools/schema-lock";
 import { approvalStep, type GateResult } from "./approval-flow";
 
-export type { GateResult } from "./approval-flow";
-
 import { MARKER_BLOCK, type RunContext, safeJson, sessionTypeOf } from "./host";
 import { allowedTools } from "./run-tools";
 import type { RunSpec } from "./spec";

@@ -16,28 +16,15 @@ import { callCostPico } from "../usage/cost";
 import { runCallerKey } from "./caller";
 import type { Finish, RunContext } from "./host";
 import { commitCancelledCall, recordModelFailure, recordStream } from "./round-commits";
-import type { RoundPrompt } from "./round-prompt";
+import type { ModelAnswer, RoundPrompt, RoundUsage } from "./round-types";
 import type { RunSpec } from "./spec";
-import type { CallUsage, RunRow } from "./store";
+import type { RunRow } from "./store";
 import { streamRelease } from "./stream-release";
 import { reserveCallerTokens, settleCallerTokens } from "./token-budget";
 import { noteModelCall } from "./turn-line";
 
 /** Tokens held against the daily budgets until the call settles; null when the agent sets no budget. */
 export type BudgetHold = { day: string; reserved: number; caller: string | null; keyId?: string } | null;
-
-/**
- * A model call's usage as the run counts it (estimated when the provider reports none, for the budgets and the
- * OpenAI `usage` block), and — issue 25 §2 — what the provider reported (null: nothing) and the call's cost.
- */
-export type RoundUsage = CallUsage;
-
-/** A successful model call: its result, usage, and when it started (for latencies). */
-export interface ModelAnswer {
-  result: ChatResult;
-  usage: RoundUsage;
-  started: number;
-}
 
 /**
  * The agent's token budget, reserved before the network (estimated input + the model's output reservation).

@@ -17,9 +17,8 @@ import { saveLedger } from "../sessions/disclosure-ledger";
 import type { Sql } from "../storage/sql";
 import { emit, type Finish, type RunContext, safeJson } from "./host";
 import { finishRun } from "./lifecycle";
-import type { ModelAnswer } from "./model-call";
-import type { RoundPrompt } from "./round-prompt";
 import type { AskedCall, Reply } from "./round-reply";
+import type { ModelAnswer, RoundPrompt } from "./round-types";
 import type { RunSpec } from "./spec";
 import {
   addRunUsage,

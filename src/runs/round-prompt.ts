@@ -6,7 +6,6 @@
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { estimateMessagesTokens, inputBudget, OverBudgetError } from "../context/budget";
 import {
-  type AssembledPrompt,
   assemblePromptStack,
   assembleSystemLayers,
   completeStack,
@@ -20,11 +19,11 @@ import { REFUSE_SYSTEM_PROMPT } from "../prompts/disclosure";
 import { selectTaskMode, type TaskMode } from "../prompts/modes";
 import { envAvailableText, fulfilledKeyNames } from "../sandbox/env-requests";
 import { hasServiceCommands } from "../storage/setup-records";
-import type { ToolDefinition } from "../tools/registry";
 import { automationRunContext } from "./completion";
 import { type Finish, type RunContext, sessionTypeOf } from "./host";
 import { liveMessages } from "./provider-messages";
 import { recordRetrieval } from "./round-commits";
+import type { RoundPrompt } from "./round-types";
 import { offeredTools } from "./run-tools";
 import type { RunSpec } from "./spec";
 import { generationAskedForEnv, loadFailureLoop, type RunRow } from "./store";
@@ -32,16 +31,6 @@ import { notePrompt } from "./turn-line";
 
 /** The manifest note of a turn the input disclosure guard refused (issue 21 §10): assembled, never sent. */
 export const REFUSED_TURN_NOTE = `refused before the model call: ${REFUSE_SYSTEM_PROMPT}; no request was sent`;
-
-/** A round's prompt, ready for the model: what is sent, what it offers, and its estimated size. */
-export interface RoundPrompt {
-  prompt: AssembledPrompt;
-  messages: ChatCompletionMessageParam[];
-  estimated: number;
-  offered: ToolDefinition[];
-  policy: ToolPolicyId;
-  recovery: boolean;
-}
 
 /** The hidden layers first, to learn the fixed cost; the history fills what the budget leaves; then L6. */
 export async function buildPrompt(

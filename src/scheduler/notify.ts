@@ -33,8 +33,6 @@ import type { ChatNotifySpec } from "./chat-notify";
 import { armRunNotify, dueRunNotifications, enqueueRunNotify, nextRunNotifyAt, type RunNotifySpec, runWebhookIdFor } from "./run-notify";
 import { type WebhookOwner, type WebhookSecretsEnv, webhookSigning } from "./webhook-keys";
 
-export { webhookIdFor } from "./webhook-id";
-
 /** Jobs and budget alerts are the operator's webhooks: signed with the operator's endpoint keys (D-089). */
 const OPERATOR: WebhookOwner = { operator: true };
 

@@ -32,8 +32,9 @@ import type { ConfigRef } from "../runs/spec";
 import { submitTurn } from "../runs/submit";
 import { parseSessionKey } from "../sessions/keys";
 import { chatNotifySpec, chatNotifyUnavailable, isChatNotifyChannel } from "./chat-notify";
-import { type NotifySpec, webhookIdFor } from "./notify";
+import type { NotifySpec } from "./notify";
 import { dueFiring } from "./slots";
+import { webhookIdFor } from "./webhook-id";
 
 /** A claim older than this belongs to a tick that died: a later tick takes it over. */
 export const CLAIM_LEASE_MS = 2 * 60_000;

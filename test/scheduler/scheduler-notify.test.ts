@@ -11,8 +11,8 @@ import { verifyWebhook, webhookKey } from "../../src/channels/standard-webhooks"
 import type { GatewayConfig } from "../../src/config/schema";
 import { createLogger } from "../../src/observability/logger";
 import { createJob, JobWrite } from "../../src/scheduler/jobs";
-import { webhookIdFor } from "../../src/scheduler/notify";
 import { runSchedulerTick } from "../../src/scheduler/tick";
+import { webhookIdFor } from "../../src/scheduler/webhook-id";
 import { endpointSecret } from "../../src/scheduler/webhook-keys";
 import { runConfig } from "../support/config";
 import type { ReceivedHook } from "../support/outbound";

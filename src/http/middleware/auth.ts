@@ -24,8 +24,6 @@ import type { Logger } from "../../observability/logger";
 import { admitKeyRequest } from "./api-keys";
 import type { AuthEnv, Principal } from "./principal";
 
-export type { AuthEnv, Principal } from "./principal";
-
 export type Scope = "admin" | "api";
 
 /** Configured tokens shorter than this are refused (and logged once): they are guessable. */

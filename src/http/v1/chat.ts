@@ -14,9 +14,10 @@ import { submitTurn } from "../../runs/submit";
 import { AGENT_ID, formatSessionKey, httpChatSessionKey, KEY_PART, SESSION_ID, sessionObjectName } from "../../sessions/keys";
 import type { SessionIdentity } from "../../sessions/SessionDO";
 import { keyTurnFields, requireAgent } from "../middleware/api-keys";
-import { type Principal, requireScope } from "../middleware/auth";
+import { requireScope } from "../middleware/auth";
 import { bodyField, IDEMPOTENCY_DESCRIPTION, IdempotencyKeyHeader, idempotencyErrors, idempotencyKey } from "../middleware/idempotency-key";
 import { requireJsonBody } from "../middleware/json-body";
+import type { Principal } from "../middleware/principal";
 import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
 import { providerReady, submitContext } from "../turns";
 

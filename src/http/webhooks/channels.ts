@@ -14,122 +14,24 @@
  * A disabled channel or an unknown agent is 404.
  */
 
-import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { ReplyTarget } from "../../channels/replies";
-import { parseSlackPayload, verifySlackSignature } from "../../channels/slack";
+import { parseSlackPayload } from "../../channels/slack";
 import { parseStandardInbound, verifyWebhook, webhookKey } from "../../channels/standard-webhooks";
 import { botIdFromToken, parseTelegramUpdate, verifyTelegramSecret } from "../../channels/telegram";
 import { parseTelegramPress } from "../../channels/telegram-callbacks";
 import { GatewayError } from "../../errors";
 import { channelCallerKey } from "../../runs/caller";
-import { submitTurn } from "../../runs/submit";
 import { deploymentConfig, secretOrigins } from "../../security/secret-origins";
-import { acceptedSecrets } from "../../security/stored-secrets";
-import { type AppEnv, createRouter, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
-import { providerReady, sessionKeyOrThrow, submitContext } from "../turns";
+import { type AppEnv, createRouter } from "../router";
 import { telegramPress } from "./chat-approvals";
+import { agentFor, anyVerifies, inboundSecrets, queue, unauthorized, verifiedSlackBody, webhookRoute } from "./inbound";
 import { senderAllowed, slackAnswer, standardAnswer, telegramAnswer } from "./sender-gate";
-
-/** The chat channels with a webhook here (Discord's route is in ./discord.ts). */
-export type Channel = "telegram" | "slack" | "standard" | "discord";
 
 /** Where the deployment's own config sends `name` (a reply's bot token goes there and nowhere else). */
 function tokenOrigin(c: Context<AppEnv>, name: "TELEGRAM_BOT_TOKEN" | "SLACK_BOT_TOKEN"): Record<string, string> {
   const origin = secretOrigins(deploymentConfig(c.get("config"), c.get("configSource").source))[name];
   return origin ? { tokenOrigin: origin } : {};
-}
-
-/**
- * The values of an inbound secret a request may be verified with: the current one, and the one it replaced while
- * `channels.secretRotationOverlapSeconds` lasts (a sender that has not switched yet keeps working).
- */
-export function inboundSecrets(
-  c: Context<AppEnv>,
-  name: "TELEGRAM_WEBHOOK_SECRET" | "SLACK_SIGNING_SECRET" | "STANDARD_WEBHOOK_SECRET" | "DISCORD_PUBLIC_KEY",
-): string[] {
-  return acceptedSecrets(c.env, name, Date.now(), c.get("config").channels.secretRotationOverlapSeconds);
-}
-
-/** Whether any of `secrets` verifies the request (each check is itself constant-time). */
-export async function anyVerifies(secrets: string[], verify: (secret: string) => Promise<boolean>): Promise<boolean> {
-  for (const secret of secrets) if (await verify(secret)) return true;
-  return false;
-}
-
-/** The refusal of every request that could not be verified (S3 envelope, 401). */
-export const unauthorized = (channel: Channel) => new GatewayError("auth.unauthorized", `the ${channel} webhook could not be verified`);
-
-/**
- * The raw body of a Slack request (Events API or interactivity) whose v0 signature one of the accepted signing
- * secrets verifies, within the timestamp window; 401 otherwise.
- */
-export async function verifiedSlackBody(c: Context<AppEnv>): Promise<string> {
-  const raw = await c.req.text();
-  const headers = { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null };
-  const now = Math.floor(Date.now() / 1000);
-  const verified = await anyVerifies(
-    inboundSecrets(c, "SLACK_SIGNING_SECRET"),
-    async (s) => (await verifySlackSignature(s, headers, raw, now)).ok,
-  );
-  if (!verified) throw unauthorized("slack");
-  return raw;
-}
-
-/** The agent of the route, if the channel is enabled and the agent exists. */
-export function agentFor(c: Context<AppEnv>, channel: Channel): string {
-  const agentId = c.req.param("agent_id") ?? "";
-  const config = c.get("config");
-  if (!config.channels[channel].enabled) throw new GatewayError("resource.not_found", `the ${channel} channel is not enabled`);
-  if (!Object.hasOwn(config.agents, agentId)) throw new GatewayError("resource.not_found", `unknown agent "${agentId}"`);
-  return agentId;
-}
-
-/** Queues a channel message in its session (deduplicated by `dispatchKey`); returns whether it was new. */
-export async function queue(
-  c: Context<AppEnv>,
-  o: { agentId: string; channel: Channel; key: string; caller: string; message: string; dispatchKey: string; reply: ReplyTarget | null },
-): Promise<{ runId: string; duplicate: boolean }> {
-  await providerReady(c);
-  const { queued } = await submitTurn(submitContext(c), {
-    agentId: o.agentId,
-    session: sessionKeyOrThrow(o.key),
-    message: o.message,
-    source: o.channel,
-    channel: o.channel,
-    // Per-caller limits count against the message's sender (issue 20 §4, src/runs/caller.ts).
-    callerKey: o.caller,
-    dispatchKey: o.dispatchKey,
-    ...(o.reply ? { reply: o.reply } : {}),
-  });
-  c.get("logger").log("info", "channel.message", {
-    channel: o.channel,
-    agent_id: o.agentId,
-    run_id: queued.runId,
-    duplicate: queued.duplicate === true,
-  });
-  return { runId: queued.runId, duplicate: queued.duplicate === true };
-}
-
-const json = (schema: z.ZodType) => ({ "application/json": { schema } });
-
-/**
- * A webhook route's documentation. The body is not validated by a schema: it must be verified as the exact bytes
- * the platform signed before it is parsed, so each handler reads the raw text itself.
- */
-export function webhookRoute(channel: Channel, summary: string, accepted: { status: 200 | 202; schema: z.ZodType }) {
-  return createRoute({
-    method: "post",
-    path: `/${channel}/{agent_id}`,
-    summary,
-    request: { params: z.object({ agent_id: z.string() }) },
-    responses: {
-      [accepted.status]: { description: "Accepted (or acknowledged and ignored)", content: json(accepted.schema) },
-      400: { description: "A verified but malformed payload", content: json(ErrorEnvelope) },
-      401: { description: "Not verified (bad, stale or missing signature, or a missing secret)", content: json(ErrorEnvelope) },
-      404: { description: "Channel not enabled, or unknown agent", content: json(ErrorEnvelope) },
-    },
-  });
 }
 
 const Acknowledged = z.object({ ok: z.boolean(), ignored: z.boolean().optional(), challenge: z.string().optional() });

@@ -31,7 +31,7 @@ import { forgetBacklog } from "../../runs/backlog";
 import { secretValuesFromEnv } from "../../security/redact";
 import type { SessionDO } from "../../sessions/SessionDO";
 import { type AppEnv, ErrorEnvelopeSchema as ErrorEnvelope } from "../router";
-import { agentFor, verifiedSlackBody } from "./channels";
+import { agentFor, verifiedSlackBody } from "./inbound";
 import { channelToken } from "./sender-gate";
 
 /** One press, whichever the platform. */

@@ -20,7 +20,7 @@ import { GatewayError } from "../../errors";
 import { channelCallerKey } from "../../runs/caller";
 import { deploymentConfig, urlOrigin } from "../../security/secret-origins";
 import type { AppEnv } from "../router";
-import { agentFor, anyVerifies, inboundSecrets, queue, unauthorized, webhookRoute } from "./channels";
+import { agentFor, anyVerifies, inboundSecrets, queue, unauthorized, webhookRoute } from "./inbound";
 import { senderAllowed } from "./sender-gate";
 
 /** Interaction response types (Discord): PONG, CHANNEL_MESSAGE_WITH_SOURCE, DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE. */

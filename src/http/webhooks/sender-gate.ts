@@ -13,7 +13,7 @@ import { postSignedWebhook, webhookKey } from "../../channels/standard-webhooks"
 import { sendTelegramMessage } from "../../channels/telegram";
 import { boundSecret, deploymentConfig, secretOrigins } from "../../security/secret-origins";
 import type { AppEnv } from "../router";
-import type { Channel } from "./channels";
+import type { Channel } from "./inbound";
 
 /** Sends the policy's answer to the sender; whether it was delivered. */
 export type Answer = (text: string) => Promise<boolean>;
