@@ -185,8 +185,35 @@ export function importCircles(graph = importGraph()) {
   return { all: components(false), value: components(true) };
 }
 
+/** `x as unknown as T` casts in a file (an AST match, so comments and strings do not count), with their line. */
+export function doubleCasts(path) {
+  const { ast, lineAt } = parse(path);
+  const found = [];
+  walk(ast, (node) => {
+    if (
+      node.type === "TSAsExpression" &&
+      node.expression?.type === "TSAsExpression" &&
+      node.expression.typeAnnotation?.type === "TSUnknownKeyword"
+    )
+      found.push({ file: path, line: lineAt(node.start) });
+  });
+  return found;
+}
+
 export function lineCount(path) {
   return readFileSync(join(root, path), "utf8").replace(/\n$/, "").split("\n").length;
+}
+
+/** Over all of src/ but generated code: the longest functions, files over 400 lines, `as unknown as` casts. */
+function allOfSrc() {
+  const files = filesUnder("src").filter((f) => !f.startsWith("src/generated/"));
+  const functions = files.flatMap(functionLengths).sort((a, b) => b.lines - a.lines);
+  return {
+    longest: functions.slice(0, 5),
+    functionsOver80: functions.filter((f) => f.lines > LIMITS.functionLines).length,
+    filesOver400: files.map((f) => ({ file: f, lines: lineCount(f) })).filter((f) => f.lines > 400),
+    doubleCasts: files.flatMap(doubleCasts),
+  };
 }
 
 export function measure() {
@@ -201,6 +228,8 @@ export function measure() {
     httpImports: filesUnder("src").flatMap((path) => httpImportsIn(path, readFileSync(join(root, path), "utf8"))),
     readmeBytes: statSync(join(root, "README.md")).size,
     circles: importCircles(),
+    // Issue 34's figures over all of src/ (reported; the limits above still hold for src/runs and src/sessions only).
+    all: allOfSrc(),
   };
 }
 
@@ -219,6 +248,11 @@ if (process.argv[1] && relative(process.argv[1], import.meta.filename) === "") {
   // Issue 34's target is 0; reported (not yet a breach) until the rooms are moved.
   console.log(`import circles in src/: ${m.circles.all.length} (${inCircles} files), ${m.circles.value.length} of them value circles`);
   for (const c of m.circles.all) console.log(`  ${c.length} files: ${c.join(" ")}`);
+  const a = m.all;
+  console.log(
+    `all of src/: ${a.functionsOver80} functions over ${LIMITS.functionLines} lines, ${a.filesOver400.length} files over 400 lines, ${a.doubleCasts.length} \`as unknown as\``,
+  );
+  for (const f of a.longest) console.log(`  ${f.lines}\t${f.file}:${f.line} ${f.name}`);
   console.log("longest functions in src/runs and src/sessions:");
   for (const f of m.longest) console.log(`  ${f.lines}\t${f.file}:${f.line} ${f.name}`);
   if (breaches.length > 0) {
