@@ -9,8 +9,8 @@
  */
 import { z } from "zod";
 import { AGENT_ID } from "../sessions/keys";
-import { HoneypotConfig } from "../tools/honeypot";
 import { checkPublicHttpsUrl, checkUrl } from "../tools/net-policy";
+import { HoneypotConfig } from "./honeypot";
 
 /** Provider ids become env var prefixes (`MOONSHOT_API_KEY`), so they are identifier-shaped. */
 export const ProviderId = z

@@ -6,11 +6,11 @@
  * is read from the environment at call time (S1 §1.3).
  */
 
+import type { HoneypotConfig } from "../config/honeypot";
 import { type ResolvedModel, resolveAgentModel } from "../config/model-ref";
 import type { GatewayConfig } from "../config/schema";
 import type { ContextCaps } from "../context/caps";
 import { deploymentConfig, type SecretOrigins, secretOrigins } from "../security/secret-origins";
-import type { HoneypotConfig } from "../tools/honeypot";
 import type { ToolPolicy } from "../tools/policy";
 import { type AlertSpec, alertSpecs } from "../usage/alerts";
 import type { FailureLoopConfig } from "./failure-loop";

@@ -48,31 +48,7 @@
  * no longer shows. A CJK sentence after `。` that is exactly a listed IDN TLD
  * (`…。中国`) is a false positive.
  */
-import { z } from "zod";
-import type { MessageSendArgs } from "./builtin/message";
-
-/** Template ids: lower-case, as config keys. */
-export const TEMPLATE_ID = /^[a-z][a-z0-9_-]{0,63}$/;
-/** A `{name}` placeholder's name (and so a `vars` key). */
-export const PLACEHOLDER_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-/** The longest value one placeholder may take, in characters. */
-export const MAX_VAR_CHARS = 200;
-export const RECIPIENT_TYPES = ["user", "group", "channel", "email"] as const;
-export type RecipientType = (typeof RECIPIENT_TYPES)[number];
-
-export const TemplateId = z.string().regex(TEMPLATE_ID, "must be a template id such as welcome (a-z, 0-9, _ and -)");
-
-export const HoneypotConfig = z.strictObject({
-  /** Allowlisted templates by id: texts with `{name}` placeholders. */
-  templates: z.record(TemplateId, z.string().min(1).max(2000)).default({}),
-  /** Recipient types a honeypot send may go to. */
-  recipientTypes: z.array(z.enum(RECIPIENT_TYPES)).default([]),
-  /** Most honeypot sends by one agent to one recipient in any hour. */
-  perRecipientPerHour: z.int().min(0).max(10000).default(3),
-  /** Most honeypot sends by one agent in any hour. */
-  perAgentPerHour: z.int().min(0).max(100000).default(30),
-});
-export type HoneypotConfig = z.output<typeof HoneypotConfig>;
+import { type HoneypotConfig, MAX_VAR_CHARS } from "../config/honeypot";
 
 // ---------------------------------------------------------------------------
 // Link detection
@@ -352,6 +328,20 @@ const HOUR_MS = 3_600_000;
 /** Rows older than this are pruned when a send is recorded. */
 const RETAIN_MS = 24 * HOUR_MS;
 
+/**
+ * What the honeypot reads of a `message.send` call's arguments, once src/tools/builtin/message.ts has validated them
+ * (its `MessageSendArgs` fits): stated here, so the honeypot does not import the tool that uses it.
+ */
+export interface HoneypotSend {
+  channel: string;
+  to: string;
+  recipient_type: string;
+  text?: string | undefined;
+  template?: string | undefined;
+  vars?: Record<string, string> | undefined;
+  attachments?: readonly unknown[] | undefined;
+}
+
 /** The rate-limit key of a send's recipient: `{channel}:{to}`, `to` trimmed and lower-cased. */
 export function honeypotRecipient(args: { channel: string; to: string }): string {
   return `${args.channel}:${args.to.trim().toLowerCase()}`;
@@ -367,7 +357,7 @@ const sends = (n: number) => `${n} ${n === 1 ? "send" : "sends"}`;
  * Fails closed: a rate-limit lookup that fails refuses the exception.
  */
 export async function checkHoneypot(input: {
-  args: MessageSendArgs;
+  args: HoneypotSend;
   config: HoneypotConfig;
   db: D1Database;
   agentId: string;

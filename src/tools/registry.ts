@@ -10,8 +10,8 @@
  * `internal.error` without its message reaching the model or the caller.
  */
 import { z } from "zod";
+import type { HoneypotConfig } from "../config/honeypot";
 import type { ToolError } from "./envelope";
-import type { HoneypotConfig } from "./honeypot";
 
 export const RISK_CLASSES = ["read_only", "draft_only", "side_effect"] as const;
 export type RiskClass = (typeof RISK_CLASSES)[number];

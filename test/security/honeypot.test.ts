@@ -7,15 +7,9 @@
 
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { HoneypotConfig } from "../../src/config/honeypot";
 import type { MessageSendArgs } from "../../src/tools/builtin/message";
-import {
-  checkHoneypot,
-  containsLink,
-  HoneypotConfig,
-  honeypotRecipient,
-  recordHoneypotSend,
-  renderTemplate,
-} from "../../src/tools/honeypot";
+import { checkHoneypot, containsLink, honeypotRecipient, recordHoneypotSend, renderTemplate } from "../../src/tools/honeypot";
 import links from "../fixtures/links.json";
 
 const NOW = new Date("2025-06-01T12:00:00.000Z");

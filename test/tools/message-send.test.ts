@@ -9,9 +9,9 @@ import { env } from "cloudflare:workers";
 import { Validator } from "@cfworker/json-schema";
 import { afterEach, describe, expect, it } from "vitest";
 import { type ChannelSender, ChannelSenderRegistry, channelSenders, type OutboundMessage } from "../../src/channels/outbound";
+import { HoneypotConfig } from "../../src/config/honeypot";
 import { BUILTIN_TOOLS } from "../../src/tools/builtin";
 import { createMessageSend, honeypotArgs, messageSend } from "../../src/tools/builtin/message";
-import { HoneypotConfig } from "../../src/tools/honeypot";
 import { type ToolContext, type ToolDefinition, tools } from "../../src/tools/registry";
 import { checkToolSchema } from "../../src/tools/schema-rules";
 

@@ -21,16 +21,8 @@ import { sanitize } from "../../prompts/leak-guard/invisible";
 import { checkOutput } from "../../prompts/output-guard";
 import { WITHHELD_ERROR } from "../../prompts/tool-args-guard";
 import "../../channels/senders";
-import {
-  type HoneypotConfig,
-  honeypotRecipient,
-  MAX_VAR_CHARS,
-  PLACEHOLDER_NAME,
-  RECIPIENT_TYPES,
-  recordHoneypotSend,
-  renderTemplate,
-  TemplateId,
-} from "../honeypot";
+import { type HoneypotConfig, MAX_VAR_CHARS, PLACEHOLDER_NAME, RECIPIENT_TYPES, TemplateId } from "../../config/honeypot";
+import { honeypotRecipient, recordHoneypotSend, renderTemplate } from "../honeypot";
 import { defineTool, type ToolDefinition, type ToolOutcome } from "../registry";
 import { ABORTED, untilAborted } from "./common";
 
