@@ -125,6 +125,21 @@ async function within(done: Promise<void>, ms: number, what: string): Promise<vo
   }
 }
 
+/** A key's socket in a room of its own, and the session object that holds it (whose alarm the tests run). */
+async function keySocket(app: App, key: string, callerId: string) {
+  const roomId = room();
+  const client = await connect(app, roomId, key);
+  const session = httpChatSessionKey("main", callerId, roomId, "u1");
+  if (!session.ok) throw new Error(session.error);
+  return { client, stub: env.SESSIONS.getByName(sessionObjectName(session.key)) };
+}
+
+/** The one frame a socket gets when its key no longer stands, before it is closed (1008). */
+const SOCKET_KEY_GONE = {
+  type: "error",
+  error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
+};
+
 /** Closes the client's socket and waits until its object has seen it close and given the slot back. */
 async function closeAndWait(client: Client, callerId: string): Promise<void> {
   client.ws.close();
@@ -330,20 +345,11 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     const t0 = Date.now();
     const app = await inForce(runConfig(uniqueHost("script")));
     const { key, callerId } = await createKey(app, { expires_at: new Date(t0 + 60_000).toISOString() });
-    const roomId = room();
-    const client = await connect(app, roomId, key);
-    const session = httpChatSessionKey("main", callerId, roomId, "u1");
-    if (!session.ok) throw new Error(session.error);
-    const stub = env.SESSIONS.getByName(sessionObjectName(session.key));
+    const { client, stub } = await keySocket(app, key, callerId);
     vi.setSystemTime(t0 + 60_000);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     expect((await client.closed).code).toBe(1008);
-    expect(client.frames).toEqual([
-      {
-        type: "error",
-        error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
-      },
-    ]);
+    expect(client.frames).toEqual([SOCKET_KEY_GONE]);
     await until(() => slotsFree(callerId));
   });
 
@@ -352,11 +358,7 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     const t0 = Date.now();
     const app = await inForce(runConfig(uniqueHost("script")));
     const { key, keyId, callerId } = await createKey(app);
-    const roomId = room();
-    const client = await connect(app, roomId, key);
-    const session = httpChatSessionKey("main", callerId, roomId, "u1");
-    if (!session.ok) throw new Error(session.error);
-    const stub = env.SESSIONS.getByName(sessionObjectName(session.key));
+    const { client, stub } = await keySocket(app, key, callerId);
     const alarm = await runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
     expect(KEY_PROPAGATION_MS).toBe(5_000);
     expect(alarm).not.toBeNull();
@@ -366,12 +368,7 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     vi.setSystemTime(alarm as number);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     expect((await client.closed).code).toBe(1008);
-    expect(client.frames).toEqual([
-      {
-        type: "error",
-        error: { code: "auth.unauthorized", message: "the API key this socket was opened with was revoked, rotated or has expired" },
-      },
-    ]);
+    expect(client.frames).toEqual([SOCKET_KEY_GONE]);
     await until(() => slotsFree(callerId));
   });
 
@@ -380,11 +377,7 @@ describe("ISSUE33 revocation: a key's open streams stop and close within the pro
     const t0 = Date.now();
     const app = await inForce(runConfig(uniqueHost("script")));
     const { key, callerId } = await createKey(app);
-    const roomId = room();
-    const client = await connect(app, roomId, key);
-    const session = httpChatSessionKey("main", callerId, roomId, "u1");
-    if (!session.ok) throw new Error(session.error);
-    const stub = env.SESSIONS.getByName(sessionObjectName(session.key));
+    const { client, stub } = await keySocket(app, key, callerId);
     const first = (await runInDurableObject(stub, (_o, state) => state.storage.getAlarm())) as number;
     vi.setSystemTime(first);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
