@@ -20,7 +20,7 @@ import { GatewayError } from "../../errors";
 import { channelCallerKey } from "../../runs/caller";
 import { deploymentConfig, urlOrigin } from "../../security/secret-origins";
 import type { AppEnv } from "../router";
-import { agentFor, anyVerifies, inboundSecrets, queue, unauthorized, webhookRoute } from "./inbound";
+import { agentFor, queue, signedBody, unauthorized, webhookRoute } from "./inbound";
 import { senderAllowed } from "./sender-gate";
 
 /** Interaction response types (Discord): PONG, CHANNEL_MESSAGE_WITH_SOURCE, DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE. */
@@ -50,14 +50,13 @@ export function discordWebhookRoute(app: OpenAPIHono<AppEnv>): void {
     }),
     (async (c: Context<AppEnv>) => {
       const agentId = agentFor(c, "discord");
-      const raw = await c.req.text();
       const headers = { signature: c.req.header("X-Signature-Ed25519") ?? null, timestamp: c.req.header("X-Signature-Timestamp") ?? null };
-      const now = Math.floor(Date.now() / 1000);
-      const verified = await anyVerifies(
-        inboundSecrets(c, "DISCORD_PUBLIC_KEY"),
-        async (key) => (await verifyDiscordSignature(key, headers, raw, now)).ok,
+      const raw = await signedBody(
+        c,
+        "discord",
+        "DISCORD_PUBLIC_KEY",
+        async (key, body, now) => (await verifyDiscordSignature(key, headers, body, now)).ok,
       );
-      if (!verified) throw unauthorized("discord");
       const applicationId = c.env.DISCORD_APPLICATION_ID ?? "";
       if (!SNOWFLAKE.test(applicationId)) throw unauthorized("discord"); // nothing could be answered: fail closed
       let body: unknown = null;

@@ -42,15 +42,24 @@ export const unauthorized = (channel: Channel) => new GatewayError("auth.unautho
  * The raw body of a Slack request (Events API or interactivity) whose v0 signature one of the accepted signing
  * secrets verifies, within the timestamp window; 401 otherwise.
  */
-export async function verifiedSlackBody(c: Context<AppEnv>): Promise<string> {
-  const raw = await c.req.text();
+export function verifiedSlackBody(c: Context<AppEnv>): Promise<string> {
   const headers = { timestamp: c.req.header("X-Slack-Request-Timestamp") ?? null, signature: c.req.header("X-Slack-Signature") ?? null };
+  return signedBody(c, "slack", "SLACK_SIGNING_SECRET", async (s, raw, now) => (await verifySlackSignature(s, headers, raw, now)).ok);
+}
+
+/**
+ * The raw body of a request signed over its exact bytes (Slack, Discord), when one of the accepted values of `secret`
+ * verifies it at `now` (seconds); 401 for `channel` otherwise.
+ */
+export async function signedBody(
+  c: Context<AppEnv>,
+  channel: Channel,
+  secret: "SLACK_SIGNING_SECRET" | "DISCORD_PUBLIC_KEY",
+  verify: (secret: string, raw: string, now: number) => Promise<boolean>,
+): Promise<string> {
+  const raw = await c.req.text();
   const now = Math.floor(Date.now() / 1000);
-  const verified = await anyVerifies(
-    inboundSecrets(c, "SLACK_SIGNING_SECRET"),
-    async (s) => (await verifySlackSignature(s, headers, raw, now)).ok,
-  );
-  if (!verified) throw unauthorized("slack");
+  if (!(await anyVerifies(inboundSecrets(c, secret), (s) => verify(s, raw, now)))) throw unauthorized(channel);
   return raw;
 }
 
